@@ -1,0 +1,119 @@
+"""Upstream errors, with one clear user-facing message per cause.
+
+SiliconFlow's error bodies are not OpenAI-shaped (DESIGN.md §3): JSON such as
+``{"code": 20012, "message": "Model does not exist...", "data": null}`` for 400,
+429 with a ``message`` that names the limit (RPM, TPM, RPD, TPD, IPM, ...), 503 with
+code 50505 when overloaded, and some 401/403/404 bodies that are plain strings.
+OpenAI-style ``{"error": {"message": ...}}`` bodies are understood too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+# Causes, in the words the editor shows.
+BAD_KEY = "bad_key"
+MODEL_NOT_FOUND = "model_not_found"
+RATE_LIMITED = "rate_limited"
+OVERLOADED = "overloaded"
+FIM_UNSUPPORTED = "fim_unsupported"
+BAD_REQUEST = "bad_request"
+TIMEOUT = "timeout"
+CONNECTION = "connection"
+ENGINE = "engine"
+UNKNOWN = "unknown"
+
+_LIMIT_RE = re.compile(r"\b(RPM|TPM|RPD|TPD|IPM|IPD|RPH|TPH)\b", re.IGNORECASE)
+
+
+@dataclass
+class BackendError(Exception):
+    """A failed upstream request.
+
+    ``kind`` is one of the cause constants above, ``message`` is the sentence shown to the
+    user (never contains the API key), ``status`` the HTTP status (0 when no response).
+    """
+
+    kind: str
+    message: str
+    status: int = 0
+    detail: str = ""
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+def _body_message(body: bytes) -> tuple[int | None, str]:
+    """Return (numeric code or None, message text) from an error body of any shape."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, text[:300]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):  # OpenAI / vLLM shape
+            return _as_int(err.get("code")), str(err.get("message") or "")[:300]
+        if isinstance(err, str):
+            return _as_int(data.get("code")), err[:300]
+        return _as_int(data.get("code")), str(data.get("message") or data.get("detail") or "")[:300]
+    if isinstance(data, str):
+        return None, data[:300]
+    return None, text[:300]
+
+
+def _as_int(v: object) -> int | None:
+    try:
+        return int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix: bool = False) -> BackendError:
+    """Map an HTTP error response to a BackendError with a clear message.
+
+    ``backend`` and ``model`` name the upstream in the message. ``used_suffix`` marks a
+    request that sent a native FIM ``suffix`` field: a 400 that is not "model not found"
+    then means the model or engine does not take FIM that way (caller falls back).
+    """
+    code, msg = _body_message(body)
+    low = msg.lower()
+    where = f"{backend} ({model})"
+    if status in (401, 403) or "invalid token" in low or "api key" in low and "invalid" in low:
+        return BackendError(
+            BAD_KEY,
+            f"{backend} rejected the API key (HTTP {status}). Check SILICONFLOW_API_KEY, and that "
+            f"the key belongs to this host (.cn keys work only with api.siliconflow.cn, .com keys with .com).",
+            status,
+            msg,
+        )
+    if code == 20012 or "model does not exist" in low or "model not found" in low or (status == 404 and "model" in low):
+        return BackendError(
+            MODEL_NOT_FOUND,
+            f"{backend} does not serve the model '{model}'. Set SIDECAR_MODEL to a model it lists.",
+            status,
+            msg,
+        )
+    if status == 429:
+        limit = _LIMIT_RE.search(msg)
+        which = f"the {limit.group(1).upper()} limit" if limit else "a rate limit"
+        return BackendError(
+            RATE_LIMITED,
+            f"{where} rate limited the request: {which} was reached. Completions resume when it resets.",
+            status,
+            msg,
+        )
+    if status == 503 or code == 50505 or "overload" in low:
+        return BackendError(
+            OVERLOADED,
+            f"{where} is overloaded (HTTP {status}); try again shortly or pick another model.",
+            status,
+            msg,
+        )
+    if status in (400, 422) and used_suffix:
+        return BackendError(FIM_UNSUPPORTED, f"{where} does not accept a FIM suffix: {msg}", status, msg)
+    if status in (400, 404, 422):
+        return BackendError(BAD_REQUEST, f"{where} refused the request (HTTP {status}): {msg or 'no details'}", status, msg)
+    return BackendError(UNKNOWN, f"{where} failed with HTTP {status}: {msg or 'no details'}", status, msg)

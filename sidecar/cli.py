@@ -1,0 +1,83 @@
+"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import __version__, config, logsetup
+
+
+def _serve(_args: argparse.Namespace) -> int:
+    logsetup.setup()
+    errors: list[str] = []
+    layers = []
+    for loader in (config.from_file, config.from_env):
+        try:
+            layers.append(loader())
+        except config.ConfigError as exc:
+            errors.append(str(exc))
+            layers.append({})
+    from .lsp.server import create_server
+
+    server = create_server(layers, errors)
+    # stdout is the protocol channel: hand its buffer to pygls, then point sys.stdout at
+    # stderr so a stray print() in any library cannot corrupt the stream.
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    try:
+        server.start_io(sys.stdin.buffer, out)
+    finally:
+        svc = server.service
+        if svc is not None:
+            engine = getattr(svc.backend, "engine", None)
+            if engine is not None:
+                engine.stop_sync()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args.rest)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from .simulator.__main__ import main as sim_main
+
+    return sim_main(args.rest) or 0
+
+
+def _config(_args: argparse.Namespace) -> int:
+    try:
+        s = config.build(config.from_file(), config.from_env())
+    except config.ConfigError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"config_file": str(config.config_file_path()), **s.public_dict()}, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("serve", help="run the LSP server on stdio")
+    p.add_argument("--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport")
+    p.set_defaults(fn=_serve)
+    for name, fn, help_ in (
+        ("demo", _demo, "type into a real file through a real LSP client and show suggestions"),
+        ("simulate", _simulate, "run the simulated OpenAI/SiliconFlow backend on 127.0.0.1"),
+    ):
+        p = sub.add_parser(name, help=help_, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
+    p.set_defaults(fn=_config)
+    args = parser.parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""What the model sees: prefix and suffix windows around the cursor, under a token budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import tokens
+
+# Documents past this size are still served, but only the windows around the cursor are
+# ever read; a NUL in the windows marks a binary file, which gets no completion.
+MAX_LINE_CHARS = 10_000
+
+
+class NotCompletable(ValueError):
+    """The cursor context is not something to complete (binary content, a huge line)."""
+
+
+@dataclass(frozen=True)
+class CompletionContext:
+    """Text around the cursor, with line breaks normalized to ``\\n``.
+
+    ``prefix``/``suffix`` are the windows sent to the model (at most ``prefix_tokens`` /
+    ``suffix_tokens`` cl100k tokens); ``line_prefix``/``line_suffix`` are the cursor
+    line's text before/after the cursor; ``eol`` is the document's line break, used when
+    inserting multi-line text.
+    """
+
+    prefix: str
+    suffix: str
+    line_prefix: str
+    line_suffix: str
+    language: str
+    eol: str
+
+    @property
+    def mid_line(self) -> bool:
+        """True when non-blank text follows the cursor on its line."""
+        return bool(self.line_suffix.strip())
+
+
+def detect_eol(text: str) -> str:
+    i = text.find("\n")
+    if i > 0 and text[i - 1] == "\r":
+        return "\r\n"
+    if i < 0 and "\r" in text:
+        return "\r"
+    return "\n"
+
+
+def build_context(text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int) -> CompletionContext:
+    """Cut the windows around string offset ``offset`` of ``text``.
+
+    Raises NotCompletable for binary content (NUL characters near the cursor) or a cursor
+    line longer than ``MAX_LINE_CHARS`` characters (minified code).
+    """
+    eol = detect_eol(text)
+    raw_prefix = text[max(0, offset - prefix_tokens * 8):offset]
+    raw_suffix = text[offset:offset + suffix_tokens * 8 + MAX_LINE_CHARS]
+    if "\x00" in raw_prefix[-4096:] or "\x00" in raw_suffix[:4096]:
+        raise NotCompletable("the document looks binary (NUL characters near the cursor)")
+    if eol != "\n":
+        raw_prefix = raw_prefix.replace("\r\n", "\n").replace("\r", "\n")
+        raw_suffix = raw_suffix.replace("\r\n", "\n").replace("\r", "\n")
+    line_prefix = raw_prefix[raw_prefix.rfind("\n") + 1:]
+    nl = raw_suffix.find("\n")
+    line_suffix = raw_suffix if nl < 0 else raw_suffix[:nl]
+    if len(line_prefix) + len(line_suffix) > MAX_LINE_CHARS:
+        raise NotCompletable(f"the cursor line is longer than {MAX_LINE_CHARS} characters")
+    return CompletionContext(
+        prefix=tokens.tail(raw_prefix, prefix_tokens),
+        suffix=tokens.head(raw_suffix, suffix_tokens),
+        line_prefix=line_prefix,
+        line_suffix=line_suffix,
+        language=language or "plaintext",
+        eol=eol,
+    )

@@ -1,0 +1,141 @@
+"""Turn a completion context into an upstream request: native FIM field, FIM template,
+chat, or a plain prefix prompt.
+
+Strategies (DESIGN.md §3):
+- ``suffix``: ``POST /completions`` with ``prompt`` = prefix and ``suffix`` (SiliconFlow's
+  FIM for the models its FIM guide lists). vLLM, llama-server and llama-cpp-python reject
+  or mishandle ``suffix``, so it is never chosen for them.
+- ``template``: ``POST /completions`` with a prompt built from the model family's FIM
+  special tokens.
+- ``chat``: ``POST /chat/completions`` asking for the missing middle; SiliconFlow also
+  takes top-level ``prefix``/``suffix`` fields.
+- ``prefix``: ``POST /completions`` with the prefix alone (models without FIM training,
+  such as the embedded SmolLM2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..backends.base import UpstreamRequest
+from .context import CompletionContext
+
+MAX_STOP_SEQUENCES = 4  # SiliconFlow's limit for ``stop``
+
+
+@dataclass(frozen=True)
+class FimTemplate:
+    family: str
+    pattern: re.Pattern[str]
+    prefix_tok: str
+    suffix_tok: str
+    middle_tok: str
+    stops: tuple[str, ...]
+    suffix_first: bool = False
+
+    def render(self, prefix: str, suffix: str) -> str:
+        if self.suffix_first:  # Codestral / Mistral: [SUFFIX]S[PREFIX]P
+            return f"{self.suffix_tok}{suffix}{self.prefix_tok}{prefix}"
+        return f"{self.prefix_tok}{prefix}{self.suffix_tok}{suffix}{self.middle_tok}"
+
+
+# Exact strings from each family's tokenizer (DESIGN.md §3, FIM templates).
+TEMPLATES: tuple[FimTemplate, ...] = (
+    FimTemplate("qwen-coder", re.compile(r"qwen.*coder|coder.*qwen", re.I),
+                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>")),
+    FimTemplate("deepseek-coder", re.compile(r"deepseek.*coder", re.I),
+                "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>",)),
+    FimTemplate("starcoder", re.compile(r"starcoder|santacoder", re.I),
+                "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
+    FimTemplate("codellama", re.compile(r"code-?llama", re.I),
+                "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
+    FimTemplate("codestral", re.compile(r"codestral", re.I),
+                "[PREFIX]", "[SUFFIX]", "", ("</s>",), suffix_first=True),
+    FimTemplate("codegemma", re.compile(r"codegemma", re.I),
+                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|file_separator|>", "<end_of_turn>")),
+)
+
+# Models SiliconFlow's FIM guide lists for /v1/completions with ``suffix`` (the list
+# changes; an unlisted model that rejects ``suffix`` falls back at run time).
+SILICONFLOW_NATIVE_FIM = re.compile(r"qwen2\.5-coder|deepseek-v3|deepseek-v2\.5|deepseek-coder", re.I)
+
+
+def template_for(model: str) -> FimTemplate | None:
+    """The FIM template of ``model``'s family, or None when the family is unknown."""
+    for t in TEMPLATES:
+        if t.pattern.search(model):
+            return t
+    return None
+
+
+def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
+    """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` for a backend and model.
+
+    ``setting`` is the user's ``fim`` setting (``auto`` lets this function decide);
+    ``rejected`` holds strategies this model already refused at run time.
+    """
+    if setting != "auto" and setting not in rejected:
+        return setting
+    order: list[str] = []
+    if provider == "siliconflow":
+        if SILICONFLOW_NATIVE_FIM.search(model):
+            order.append("suffix")
+        if template_for(model):
+            order.append("template")
+        order.append("chat")
+    else:
+        if template_for(model):
+            order.append("template")
+        order.append("prefix")
+    for s in order:
+        if s not in rejected:
+            return s
+    return order[-1]
+
+
+def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = ()) -> list[str]:
+    """At most four stop sequences: one line when text follows the cursor on its line,
+    else up to the first blank line; then the family's end-of-text tokens."""
+    stops = ["\n"] if ctx.mid_line else ["\n\n"]
+    for s in extra:
+        if s and s not in stops:
+            stops.append(s)
+    return stops[:MAX_STOP_SEQUENCES]
+
+
+_CHAT_SYSTEM = (
+    "You are a code completion engine. Reply with only the code that belongs at <CURSOR>, "
+    "with no explanation and no markdown fences. Do not repeat code before or after the cursor."
+)
+
+
+def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model: str,
+                  max_tokens: int, temperature: float) -> UpstreamRequest:
+    """The request body for ``strategy`` (see module doc). ``max_tokens`` counts model tokens."""
+    tmpl = template_for(model)
+    common = {"max_tokens": max_tokens, "temperature": temperature}
+    if strategy == "suffix":
+        body = {"prompt": ctx.prefix, "suffix": ctx.suffix, "stop": stop_sequences(ctx), **common}
+        return UpstreamRequest("completions", body, strategy)
+    if strategy == "template" and tmpl is not None:
+        body = {
+            "prompt": tmpl.render(ctx.prefix, ctx.suffix),
+            "stop": stop_sequences(ctx, tmpl.stops),
+            **common,
+        }
+        return UpstreamRequest("completions", body, "template")
+    if strategy == "chat":
+        user = f"Language: {ctx.language}\n\n{ctx.prefix}<CURSOR>{ctx.suffix}"
+        body = {
+            "messages": [{"role": "system", "content": _CHAT_SYSTEM}, {"role": "user", "content": user}],
+            "stop": stop_sequences(ctx),
+            **common,
+        }
+        if provider == "siliconflow":
+            body["prefix"] = ctx.prefix
+            body["suffix"] = ctx.suffix
+        return UpstreamRequest("chat/completions", body, "chat")
+    # prefix-only continuation
+    body = {"prompt": ctx.prefix, "stop": stop_sequences(ctx, ("<|im_end|>", "<|endoftext|>")), **common}
+    return UpstreamRequest("completions", body, "prefix")

@@ -1,0 +1,219 @@
+"""The completion service: from a document and a cursor to the text of one suggestion.
+
+It owns the backend, the per-model FIM fallbacks and the metrics. One call to
+:meth:`CompletionService.complete` is one upstream stream at most (two when a model
+refuses native FIM and the request is retried with the next strategy). Every slow step is
+an ``await``, so a cancelled LSP request stops here and closes its upstream stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..backends.base import StreamInfo
+from ..backends.errors import FIM_UNSUPPORTED, BackendError
+from ..backends.factory import build_backend
+from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
+from ..config import Settings
+from ..metrics import Metrics
+from .context import CompletionContext
+from .postprocess import StreamFilter
+from .prompt import build_request, choose_strategy
+
+log = logging.getLogger(__name__)
+
+# Fields whose change needs a new backend (and so a new connection pool or engine).
+_BACKEND_FIELDS = (
+    "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",
+    "connect_timeout_ms", "request_timeout_ms", "cold_start_timeout_ms",
+    "local_model_path", "local_n_ctx", "local_n_gpu_layers", "local_threads",
+)
+
+
+@dataclass
+class Completion:
+    """One finished suggestion. Times are milliseconds from the start of ``complete``."""
+
+    id: str
+    text: str
+    strategy: str
+    ttft_ms: float | None
+    upstream_ms: float
+    wait_ms: float  # waiting for the backend to be ready (cold engine start)
+    total_ms: float
+    trace_id: str | None
+    truncated: bool
+
+
+class CompletionService:
+    """Runs completions against the configured backend.
+
+    ``on_error(err)`` is called once per distinct failure cause until a completion
+    succeeds again (the server turns it into one ``window/showMessage``); ``on_status(d)``
+    receives ``sidecar/status`` payloads.
+    """
+
+    def __init__(self, settings: Settings, *, on_error: Callable[[BackendError], None],
+                 on_status: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self._on_error = on_error
+        self._on_status = on_status or (lambda _d: None)
+        self._shown_errors: set[str] = set()
+        self._rejected: dict[str, set[str]] = {}
+        self._ids = itertools.count(1)
+        self._prewarm_task: asyncio.Task[None] | None = None
+        self._bg: set[asyncio.Task[Any]] = set()
+        self.backend = build_backend(settings)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Open the upstream connection (or start the local engine) ahead of the first keystroke."""
+        self._prewarm()
+        self._spawn(self._report_ready())
+
+    async def _report_ready(self) -> None:
+        self._on_status(self.status("starting"))
+        try:
+            await self.backend.ensure_ready()
+        except BackendError as err:
+            self._report(err)
+            self._on_status(self.status("error"))
+            return
+        self._on_status(self.status("ready"))
+
+    def status(self, health: str) -> dict[str, Any]:
+        """The ``sidecar/status`` payload: mode, backend, model, health, recent latency (ms)."""
+        ttft = self.metrics.recent("upstream_ttft")
+        return {
+            "mode": "local" if self.backend.kind == "local" else "cloud",
+            "backend": self.backend.name,
+            "provider": self.backend.kind,
+            "model": self.backend.model,
+            "health": health,
+            "recentTtftMs": ttft[-1] if ttft else None,
+            "enginePid": getattr(getattr(self.backend, "engine", None), "pid", None),
+        }
+
+    async def apply_settings(self, settings: Settings) -> bool:
+        """Adopt new settings; rebuild the backend if a connection-relevant field changed.
+
+        Returns True when the backend was replaced. The old backend is closed in the
+        background, which closes its in-flight streams.
+        """
+        old = self.settings
+        self.settings = settings
+        if all(getattr(old, f) == getattr(settings, f) for f in _BACKEND_FIELDS):
+            return False
+        previous = self.backend
+        self.backend = build_backend(settings)
+        self._rejected.clear()
+        self._shown_errors.clear()
+        self._spawn(previous.aclose())
+        await self.start()
+        return True
+
+    async def aclose(self) -> None:
+        for t in list(self._bg):
+            t.cancel()
+        await self.backend.aclose()
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.ensure_future(coro)
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    def _prewarm(self) -> None:
+        if self._prewarm_task is None or self._prewarm_task.done():
+            self._prewarm_task = asyncio.ensure_future(self.backend.prewarm())
+
+    def on_keystroke(self) -> None:
+        """Called on every document change: re-open the pooled connection if it has been
+        idle long enough for the keep-alive to expire, so the next completion skips the
+        TCP/TLS handshake."""
+        idle = getattr(self.backend, "idle_for_s", lambda: 0.0)()
+        if idle > KEEPALIVE_EXPIRY_S * 0.9:
+            self._prewarm()
+
+    # ------------------------------------------------------------------ completion
+    def _report(self, err: BackendError) -> None:
+        self.metrics.count(f"errors.{err.kind}")
+        log.warning("upstream error (%s): %s", err.kind, err.message)
+        if err.kind not in self._shown_errors:
+            self._shown_errors.add(err.kind)
+            self._on_error(err)
+
+    async def complete(self, ctx: CompletionContext) -> Completion | None:
+        """Stream one completion for ``ctx`` and return it cleaned, or None when there is
+        nothing to show (empty text, an upstream error, a deadline with no text).
+
+        Raises ``asyncio.CancelledError`` when the caller is cancelled; the upstream stream
+        is closed before it propagates. Never raises BackendError.
+        """
+        t0 = time.perf_counter()
+        self.metrics.count("requests")
+        s = self.settings
+        model = self.backend.model
+        rejected = self._rejected.setdefault(model, set())
+        try:
+            await self.backend.ensure_ready()
+        except BackendError as err:
+            self._report(err)
+            return None
+        t_ready = time.perf_counter()
+        for _attempt in range(3):
+            strategy = choose_strategy(self.backend.kind, model, s.fim, frozenset(rejected))
+            req = build_request(ctx, strategy, provider=self.backend.kind, model=model,
+                                max_tokens=s.max_tokens, temperature=s.temperature)
+            info = StreamInfo()
+            filt = StreamFilter(ctx)
+            self.metrics.count("upstream.requests")
+            try:
+                async with asyncio.timeout(s.request_timeout_ms / 1000):
+                    async with contextlib.aclosing(self.backend.stream(req, info)) as deltas:
+                        async for delta in deltas:
+                            if filt.feed(delta):
+                                self.metrics.count("upstream.closed_early")
+                                break
+            except TimeoutError:
+                self.metrics.count("upstream.deadline")
+                log.info("deadline of %d ms reached with %d chars", s.request_timeout_ms, len(filt.raw))
+            except BackendError as err:
+                if err.kind == FIM_UNSUPPORTED and strategy not in rejected:
+                    log.info("model %s refused strategy %s; falling back", model, strategy)
+                    rejected.add(strategy)
+                    continue
+                self._report(err)
+                return None
+            except asyncio.CancelledError:
+                self.metrics.count("cancelled")
+                raise
+            break
+        else:  # pragma: no cover - three refusals in a row
+            return None
+        t_end = time.perf_counter()
+        self._shown_errors.clear()
+        text = filt.text()
+        upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
+        total_ms = (t_end - t0) * 1000
+        wait_ms = (t_ready - t0) * 1000
+        if info.ttft_ms is not None:
+            self.metrics.observe("upstream_ttft", info.ttft_ms)
+        self.metrics.observe("upstream_stream", upstream_ms)
+        self.metrics.count("upstream.malformed_events", info.malformed_events)
+        if info.truncated:
+            self.metrics.count("upstream.truncated")
+        if not text:
+            self.metrics.count("empty")
+            return None
+        self.metrics.count("suggestions")
+        return Completion(
+            id=f"c{next(self._ids)}", text=text, strategy=req.strategy, ttft_ms=info.ttft_ms,
+            upstream_ms=upstream_ms, wait_ms=wait_ms, total_ms=total_ms, trace_id=info.trace_id, truncated=info.truncated,
+        )

@@ -1,0 +1,228 @@
+"""The LSP surface: document sync, ``textDocument/inlineCompletion``, commands, and the
+``sidecar/*`` notifications (DESIGN.md §2).
+
+Every request gets an answer: a suggestion list, or ``null`` when there is nothing to
+show. Upstream failures become one ``window/showMessage`` per cause, never an LSP error
+(VS Code shows errors to users). ``$/cancelRequest`` cancels the handler task (pygls),
+which closes the upstream stream, and pygls answers -32800.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from .. import __version__
+from ..backends.errors import BackendError
+from ..completion.context import NotCompletable, build_context
+from ..completion.service import CompletionService
+from ..config import ConfigError, Settings, build, normalize
+from .positions import InvalidPosition, offset_at, units_of
+
+log = logging.getLogger(__name__)
+
+CMD_ACCEPT = "sidecar.acceptCompletion"
+CMD_TOGGLE_LOCAL = "sidecar.toggleLocalGpu"
+CMD_SET_MODE = "sidecar.setMode"
+CMD_STATS = "sidecar.stats"
+CMD_CLEAR_CACHE = "sidecar.clearCache"
+NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
+NOTIFY_STATUS = "sidecar/status"
+
+
+class SidecarServer(LanguageServer):
+    """pygls server holding the settings layers and the completion service."""
+
+    def __init__(self, base_layers: list[dict[str, Any]], startup_errors: list[str]) -> None:
+        super().__init__("sidecar", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.base_layers = base_layers
+        self.startup_errors = startup_errors
+        self.init_layer: dict[str, Any] = {}
+        self.change_layer: dict[str, Any] = {}
+        self.mode_layer: dict[str, Any] = {}
+        self.service: CompletionService | None = None
+
+    # -------------------------------------------------------------- helpers
+    def settings(self) -> Settings:
+        return build(*self.base_layers, self.init_layer, self.change_layer, self.mode_layer)
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"sidecar: {message}"))
+
+    def on_backend_error(self, err: BackendError) -> None:
+        self.show(types.MessageType.Error if err.kind in ("bad_key", "model_not_found", "engine") else types.MessageType.Warning, err.message)
+
+    def send_status(self, payload: dict[str, Any]) -> None:
+        self.protocol.notify(NOTIFY_STATUS, payload)
+
+
+def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) -> SidecarServer:
+    """Build the server with every feature registered. ``base_layers`` are the config-file
+    and environment layers; ``startup_errors`` are messages to show once initialized."""
+    server = SidecarServer(base_layers, startup_errors)
+
+    @server.feature(types.INITIALIZE)
+    def on_initialize(ls: SidecarServer, params: types.InitializeParams) -> None:
+        opts = params.initialization_options
+        if isinstance(opts, dict) and opts:
+            try:
+                ls.init_layer = normalize(opts, "initializationOptions")
+            except ConfigError as exc:
+                ls.startup_errors.append(str(exc))
+
+    @server.feature(types.INITIALIZED)
+    async def on_initialized(ls: SidecarServer, _params: types.InitializedParams) -> None:
+        for msg in ls.startup_errors:
+            ls.show(types.MessageType.Error, msg + " (using the previous or default value)")
+        ls.startup_errors.clear()
+        settings = ls.settings()
+        logging.getLogger("sidecar").setLevel(settings.log_level.upper())
+        ls.service = CompletionService(settings, on_error=ls.on_backend_error, on_status=ls.send_status)
+        log.info("backend: %s, model %s", ls.service.backend.name, ls.service.backend.model)
+        await ls.service.start()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def on_config(ls: SidecarServer, params: types.DidChangeConfigurationParams) -> None:
+        raw = params.settings
+        if not isinstance(raw, dict):
+            return
+        try:
+            layer = normalize(raw, "workspace/didChangeConfiguration")
+        except ConfigError as exc:
+            ls.show(types.MessageType.Error, f"{exc} (kept the previous settings)")
+            return
+        ls.change_layer = layer
+        if ls.service is not None:
+            await ls.service.apply_settings(ls.settings())
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def on_change(ls: SidecarServer, _params: types.DidChangeTextDocumentParams) -> None:
+        if ls.service is not None:
+            ls.service.on_keystroke()
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def on_inline_completion(ls: SidecarServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+        try:
+            return await _inline_completion(ls, params)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - never let one request break the session
+            log.exception("inline completion failed")
+            return None
+
+    @server.feature(types.SHUTDOWN)
+    async def on_shutdown(ls: SidecarServer, _params: None) -> None:
+        if ls.service is not None:
+            await ls.service.aclose()
+
+    @server.command(CMD_ACCEPT)
+    def on_accept(ls: SidecarServer, *args: Any) -> None:
+        if ls.service is not None:
+            ls.service.metrics.count("accepted")
+            if args and isinstance(args[-1], int):
+                ls.service.metrics.count("accepted_chars", args[-1])
+
+    @server.command(CMD_STATS)
+    def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+        if ls.service is None:
+            return {"ready": False}
+        snap = ls.service.metrics.snapshot()
+        snap["status"] = ls.service.status("ready")
+        return snap
+
+    @server.command(CMD_SET_MODE)
+    async def on_set_mode(ls: SidecarServer, *args: Any) -> dict[str, Any]:
+        mode = args[0] if args else None
+        if mode not in ("cloud", "local", "auto"):
+            raise ValueError(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {mode!r}")
+        return await _switch_mode(ls, mode)
+
+    @server.command(CMD_TOGGLE_LOCAL)
+    async def on_toggle(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+        current = ls.service.backend.kind if ls.service else "local"
+        return await _switch_mode(ls, "cloud" if current == "local" else "local")
+
+    @server.command(CMD_CLEAR_CACHE)
+    def on_clear_cache(_ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+        return {"cleared": 0, "available": False, "message": "the completion cache is not available yet"}
+
+    return server
+
+
+async def _switch_mode(ls: SidecarServer, mode: str) -> dict[str, Any]:
+    """Switch between the cloud backend and the local engine at run time (open documents
+    are kept). ``auto`` currently means: cloud when a key or base URL is set, else local."""
+    layer = {"mode": mode, "provider": "local" if mode == "local" else "auto"}
+    candidate = build(*ls.base_layers, ls.init_layer, ls.change_layer, layer)
+    if mode == "cloud" and candidate.resolved_provider == "local":
+        msg = "cloud mode needs SILICONFLOW_API_KEY or SIDECAR_BASE_URL; staying in local mode"
+        ls.show(types.MessageType.Warning, msg)
+        return {"mode": "local", "changed": False, "message": msg}
+    ls.mode_layer = layer
+    changed = await ls.service.apply_settings(ls.settings()) if ls.service else False
+    status = ls.service.status("starting" if changed else "ready") if ls.service else {}
+    return {"mode": status.get("mode", mode), "changed": changed, **status}
+
+
+async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+    t0 = time.perf_counter()
+    service = ls.service
+    if service is None:
+        return None
+    try:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        text = doc.source
+    except Exception:  # noqa: BLE001 - unknown document
+        log.warning("inline completion for a document that was never opened: %s", params.text_document.uri)
+        return None
+    encoding = str(ls.workspace.position_encoding or "utf-16")
+    pos = params.position
+    try:
+        offset = offset_at(text, pos.line, pos.character, encoding)
+    except InvalidPosition as exc:
+        log.warning("invalid position %s:%s in %s: %s", pos.line, pos.character, params.text_document.uri, exc)
+        service.metrics.count("invalid_position")
+        return None
+
+    # A selected completion-menu item: the result must extend it and replace its range.
+    selected = params.context.selected_completion_info if params.context else None
+    replace_range = types.Range(start=pos, end=pos)
+    lead = ""
+    if selected is not None:
+        try:
+            start = offset_at(text, selected.range.start.line, selected.range.start.character, encoding)
+        except InvalidPosition:
+            start = offset
+        lead = selected.text
+        text = text[:start] + lead + text[offset:]
+        offset = start + len(lead)
+        replace_range = selected.range
+
+    settings = service.settings
+    try:
+        ctx = build_context(text, offset, doc.language_id or "", settings.prefix_tokens, settings.suffix_tokens)
+    except NotCompletable as exc:
+        log.info("no completion: %s", exc)
+        service.metrics.count("not_completable")
+        return None
+
+    result = await service.complete(ctx)
+    if result is None:
+        return None
+    insert = lead + result.text
+    if ctx.eol != "\n":
+        insert = insert.replace("\n", ctx.eol)
+    handler_ms = (time.perf_counter() - t0) * 1000
+    service.metrics.observe("time_to_suggestion", handler_ms)
+    service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - result.upstream_ms - result.wait_ms))
+    item = types.InlineCompletionItem(
+        insert_text=insert,
+        range=replace_range,
+        command=types.Command(title="Accept suggestion", command=CMD_ACCEPT, arguments=[result.id, units_of(result.text, encoding)]),
+    )
+    return types.InlineCompletionList(items=[item])

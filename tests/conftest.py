@@ -1,0 +1,77 @@
+"""Shared test helpers: a real sidecar process driven by pytest-lsp's client over stdio."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sidecar_env(tmp_path: Path, **env: str) -> dict[str, str]:
+    """The test process's environment with the sidecar's variables cleared and a private
+    config/cache location, plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_"))}
+    base.update(
+        SIDECAR_CONFIG=str(tmp_path / "config.toml"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        SIDECAR_LOG_LEVEL="info",
+    )
+    base.update(env)
+    return base
+
+
+def client_capabilities() -> types.ClientCapabilities:
+    return types.ClientCapabilities(
+        general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+        text_document=types.TextDocumentClientCapabilities(
+            inline_completion=types.InlineCompletionClientCapabilities(dynamic_registration=False),
+            synchronization=types.TextDocumentSyncClientCapabilities(),
+        ),
+        window=types.WindowClientCapabilities(show_message=types.ShowMessageRequestClientCapabilities()),
+    )
+
+
+@contextlib.asynccontextmanager
+async def sidecar(env: dict[str, str], init_options: dict[str, Any] | None = None) -> AsyncIterator[LanguageClient]:
+    """Start ``python -m sidecar serve`` as a child process and initialize it."""
+    config = ClientServerConfig(server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env)
+    client = await config.start()
+    await client.initialize_session(
+        types.InitializeParams(capabilities=client_capabilities(), initialization_options=init_options)
+    )
+    try:
+        yield client
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, language: str = "python") -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+        )
+    )
+
+
+def inline_params(uri: str, line: int, character: int, invoked: bool = False) -> types.InlineCompletionParams:
+    kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=types.Position(line=line, character=character),
+        context=types.InlineCompletionContext(trigger_kind=kind),
+    )
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
