@@ -1,0 +1,91 @@
+"""HTTP control endpoints of the simulated backend, for driving it from another process.
+
+All bodies are JSON. Errors answer 400 ``{"error": MESSAGE}``.
+
+- ``GET  /_sim/requests``: list of records (:meth:`RecordedRequest.to_dict`).
+- ``POST /_sim/script``: ``{"outputs": [str, ...]}`` appends scripted outputs.
+- ``POST /_sim/latency``: ``{"ttft_ms", "ttft_jitter", "tokens_per_s", "seed"}``; missing
+  keys keep their current values. Answers the new model.
+- ``POST /_sim/fault``: a :meth:`Fault.to_dict` form or ``{"siliconflow": NAME}``, plus
+  optional ``"persistent": true``.
+- ``POST /_sim/clear_faults``: drops all faults.
+- ``POST /_sim/reset``: forgets records, script and faults; restores the initial latency.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .faults import Fault
+from .latency import LatencyModel
+
+if TYPE_CHECKING:
+    from .server import SimulatedBackend
+
+
+def _bad(message: str) -> web.Response:
+    return web.json_response({"error": message}, status=400)
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    try:
+        data = json.loads(await request.read() or b"{}")
+    except ValueError as exc:
+        raise ValueError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("body must be a JSON object")
+    return data
+
+
+def add_control_routes(app: web.Application, sim: SimulatedBackend) -> None:
+    """Register the ``/_sim/...`` routes of ``sim`` on ``app``."""
+
+    async def get_requests(request: web.Request) -> web.Response:
+        return web.json_response([r.to_dict() for r in sim.requests])
+
+    async def post_script(request: web.Request) -> web.Response:
+        try:
+            data = await _json_object(request)
+            outputs = data.get("outputs")
+            if not isinstance(outputs, list):
+                raise ValueError("'outputs' must be a list of strings")
+            sim.script(outputs)
+        except (ValueError, TypeError) as exc:
+            return _bad(str(exc))
+        return web.json_response({"pending_outputs": sim.pending_outputs})
+
+    async def post_latency(request: web.Request) -> web.Response:
+        try:
+            model = LatencyModel.from_dict(await _json_object(request), base=sim.latency)
+        except ValueError as exc:
+            return _bad(str(exc))
+        sim.set_latency(model)
+        return web.json_response(model.to_dict())
+
+    async def post_fault(request: web.Request) -> web.Response:
+        try:
+            data = await _json_object(request)
+            persistent = bool(data.pop("persistent", False))
+            fault = Fault.from_dict(data)
+        except ValueError as exc:
+            return _bad(str(exc))
+        sim.inject(fault, persistent=persistent)
+        return web.json_response({"fault": fault.to_dict(), "persistent": persistent})
+
+    async def post_clear_faults(request: web.Request) -> web.Response:
+        sim.clear_faults()
+        return web.json_response({"ok": True})
+
+    async def post_reset(request: web.Request) -> web.Response:
+        sim.reset()
+        return web.json_response({"ok": True})
+
+    app.router.add_get("/_sim/requests", get_requests)
+    app.router.add_post("/_sim/script", post_script)
+    app.router.add_post("/_sim/latency", post_latency)
+    app.router.add_post("/_sim/fault", post_fault)
+    app.router.add_post("/_sim/clear_faults", post_clear_faults)
+    app.router.add_post("/_sim/reset", post_reset)

@@ -1,0 +1,182 @@
+"""Writing the simulated backend's answers: whole bodies, SSE streams, and faults.
+
+Every function updates the request's :class:`RecordedRequest` as bytes go out. Client
+disconnects surface as ``asyncio.CancelledError`` (aiohttp's handler cancellation) or
+``ConnectionResetError`` (a write on a closed connection); the caller records them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, Callable
+
+from aiohttp import web
+
+from .faults import Fault
+from .latency import LatencyModel
+from .protocol import SSE_DONE, SSE_KEEPALIVE, SSE_MALFORMED, Shape, sse_event, usage
+from .recorder import RecordedRequest
+from .tokens import OutputPlan
+
+logger = logging.getLogger(__name__)
+
+TRACE_HEADER = "x-siliconcloud-trace-id"
+
+
+def close_transport(request: web.Request) -> None:
+    """Close the request's connection now (data already written is still flushed)."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+
+
+async def send(request: web.Request, record: RecordedRequest, resp: web.Response) -> web.Response:
+    """Write a whole response now (with the trace header), so the record knows it went out."""
+    resp.headers[TRACE_HEADER] = record.trace_id
+    record.status = resp.status
+    await resp.prepare(request)
+    await resp.write_eof()
+    return resp
+
+
+async def send_status(request: web.Request, record: RecordedRequest, status: int, body: Any) -> web.Response:
+    """Answer ``status`` with ``body``: a str goes as ``text/plain``, anything else as JSON."""
+    if isinstance(body, str):
+        resp = web.Response(status=status, text=body, content_type="text/plain")
+    else:
+        resp = web.json_response(body, status=status)
+    return await send(request, record, resp)
+
+
+async def apply_plain_fault(
+    request: web.Request, record: RecordedRequest, fault: Fault, body: bytes, content_type: str
+) -> web.StreamResponse:
+    """Apply ``fault`` to a non-streaming answer whose intended body is ``body``.
+
+    status: that status and body; stall: nothing until cancelled; malformed: 200 with
+    ``{not json``; cut: headers announcing ``len(body)``, half the body, then close.
+    """
+    record.fault = fault.kind
+    if fault.kind == "status":
+        return await send_status(request, record, fault.status_code or 500, fault.body)
+    if fault.kind == "stall":
+        await asyncio.get_running_loop().create_future()  # never resolves; only cancelled
+    if fault.kind == "malformed":
+        return await send(request, record, web.Response(status=200, body=b"{not json", content_type=content_type))
+    resp = web.StreamResponse(status=200, headers={TRACE_HEADER: record.trace_id})
+    resp.content_type = content_type
+    resp.content_length = len(body)
+    record.status = 200
+    await resp.prepare(request)
+    await resp.write(body[: len(body) // 2])
+    close_transport(request)
+    return resp
+
+
+async def respond_whole(
+    request: web.Request,
+    record: RecordedRequest,
+    shape: Shape,
+    plan: OutputPlan,
+    prompt_tokens: int,
+    fault: Fault | None,
+    latency: LatencyModel,
+) -> web.StreamResponse:
+    """Answer a non-streaming request after TTFT plus the decoding time of ``plan``."""
+    delay = latency.sample_ttft_s() + max(0, len(plan.pieces) - 1) * latency.token_interval_s()
+    await asyncio.sleep(delay)
+    use = usage(prompt_tokens, len(plan.pieces))
+    body = json.dumps(shape.full(plan.text, plan.finish_reason, use), ensure_ascii=False).encode()
+    if fault is not None:
+        return await apply_plain_fault(request, record, fault, body, "application/json")
+    resp = web.Response(body=body, content_type="application/json")
+    record.first_token_at = time.monotonic()
+    await send(request, record, resp)
+    record.tokens_sent = len(plan.pieces)
+    record.text_sent = plan.text
+    record.finish_reason = plan.finish_reason
+    record.completed = True
+    return resp
+
+
+async def stream(
+    request: web.Request,
+    record: RecordedRequest,
+    shape: Shape,
+    plan: OutputPlan,
+    prompt_tokens: int,
+    fault: Fault | None,
+    latency: LatencyModel,
+    on_token: Callable[[], None],
+) -> web.StreamResponse:
+    """Stream ``plan`` as SSE; ``on_token()`` is called after each token event.
+
+    Sequence: headers, ``: keep-alive`` comment, (TTFT), a chunk with empty
+    ``choices``, the shape's preamble (chat: role delta), one event per piece, token
+    ``i`` at ``first_token + i / tokens_per_s``, the final chunk with ``finish_reason``
+    and ``usage``, ``data: [DONE]``. A fault acts just before token
+    ``fault.after_tokens`` (or before the final chunk if the answer has fewer tokens).
+    """
+    resp = web.StreamResponse(status=200, headers={TRACE_HEADER: record.trace_id, "Cache-Control": "no-cache"})
+    resp.content_type = "text/event-stream"
+    resp.charset = "utf-8"
+    record.status = 200
+    await resp.prepare(request)
+    await resp.write(SSE_KEEPALIVE)
+    await asyncio.sleep(latency.sample_ttft_s())
+    await resp.write(sse_event(shape.empty_chunk()))
+    for chunk in shape.preamble():
+        await resp.write(sse_event(chunk))
+
+    loop = asyncio.get_running_loop()
+    interval = latency.token_interval_s()
+    first_at = 0.0
+    pending = fault
+    for i, piece in enumerate(plan.pieces):
+        if i > 0:
+            delay = first_at + i * interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        if pending is not None and pending.after_tokens == i:
+            fault_now, pending = pending, None
+            if await stream_fault(request, resp, record, fault_now):
+                return resp
+        await resp.write(sse_event(shape.token_chunk(piece)))
+        if i == 0:
+            first_at = loop.time()
+            record.first_token_at = time.monotonic()
+        record.tokens_sent += 1
+        record.text_sent += piece
+        on_token()
+    if pending is not None and await stream_fault(request, resp, record, pending):
+        return resp
+
+    await resp.write(sse_event(shape.final_chunk(plan.finish_reason, usage(prompt_tokens, len(plan.pieces)))))
+    record.finish_reason = plan.finish_reason
+    await resp.write(SSE_DONE)
+    record.completed = True
+    return resp
+
+
+async def stream_fault(
+    request: web.Request, resp: web.StreamResponse, record: RecordedRequest, fault: Fault
+) -> bool:
+    """Apply a stream fault. Returns True if the stream is over (cut)."""
+    record.fault = fault.kind
+    logger.debug("request #%d: %s fault after %d tokens", record.index, fault.kind, record.tokens_sent)
+    if fault.kind == "malformed":
+        await resp.write(SSE_MALFORMED)
+        return False
+    if fault.kind == "cut":
+        close_transport(request)
+        return True
+    # stall: hold the connection open until the client leaves (or stop()).
+    keepalive_s = fault.keepalive_s
+    while keepalive_s is None:
+        await asyncio.get_running_loop().create_future()  # never resolves; only cancelled
+    while True:
+        await asyncio.sleep(keepalive_s)
+        await resp.write(SSE_KEEPALIVE)

@@ -1,0 +1,441 @@
+"""The simulated backend: a real aiohttp server on 127.0.0.1 speaking SiliconFlow's API."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import socket
+import time
+import uuid
+from collections import deque
+from functools import partial
+from typing import Any, Awaitable, Callable, Iterable, Union
+
+from aiohttp import web
+
+from .control import add_control_routes
+from .faults import Fault
+from .latency import LatencyModel
+from .protocol import ChatShape, CompletionShape, RequestError, Shape, error_body, parse_generation
+from .recorder import RecordedRequest, Recorder, redact_headers
+from .responses import TRACE_HEADER, apply_plain_fault, respond_whole, send, send_status, stream
+from .tokens import plan_output
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"
+DEFAULT_OUTPUT = "return a + b\n"
+
+#: Maps a request's JSON body to the full output text (may be ``async``).
+Responder = Callable[[dict], Union[str, Awaitable[str]]]
+
+
+class SimulatedBackend:
+    """An OpenAI/SiliconFlow-compatible HTTP server for tests and benchmarks.
+
+    Endpoints (under :attr:`base_url`, which ends in ``/v1``): ``POST /v1/completions``,
+    ``POST /v1/chat/completions``, ``GET /v1/models``; control endpoints under ``/_sim/``
+    (see :mod:`sidecar.simulator.control`).
+
+    The output text of a generation request is, in order of priority: the next entry
+    queued with :meth:`script`, the ``responder``'s answer for the request body, or
+    ``default_output``. It is cut at the first stop sequence and at ``max_tokens``
+    pieces (see :func:`sidecar.simulator.tokens.plan_output`), then streamed one piece
+    per SSE event, paced by the :class:`LatencyModel`.
+
+    Args:
+        latency: the latency model (default ``LatencyModel()``: 400 ms TTFT, 50 tokens/s).
+        responder: ``body dict -> output text`` (sync or async), or ``None``.
+        host: address to bind (default ``127.0.0.1``).
+        port: TCP port; ``0`` picks a free one.
+        model: model id listed by ``/v1/models`` and used when a request names none.
+        api_key: if set, requests whose ``Authorization`` is not ``Bearer <api_key>``
+            get 401 ``Invalid token`` (plain text), as SiliconFlow answers.
+        default_output: output when neither script nor responder gives one.
+
+    Usable as ``async with SimulatedBackend(...) as sim:`` (start and stop).
+    Everything runs on the event loop that called :meth:`start`; the class is not
+    thread-safe.
+    """
+
+    def __init__(
+        self,
+        latency: LatencyModel | None = None,
+        responder: Responder | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = DEFAULT_MODEL,
+        api_key: str | None = None,
+        default_output: str = DEFAULT_OUTPUT,
+    ) -> None:
+        self._initial_latency = latency if latency is not None else LatencyModel()
+        self.latency = self._initial_latency
+        self.responder = responder
+        self.host = host
+        self.model = model
+        self.api_key = api_key
+        self.default_output = default_output
+        self._requested_port = port
+        self._port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._script: deque[str] = deque()
+        self._faults: deque[Fault] = deque()
+        self._persistent_faults: list[Fault] = []
+        self._recorder = Recorder()
+        self._handler_tasks: set[asyncio.Task] = set()
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> SimulatedBackend:
+        """Bind ``host:port`` and start serving. Returns ``self``.
+
+        Raises:
+            RuntimeError: if already started.
+            OSError: if the address cannot be bound.
+        """
+        if self._runner is not None:
+            raise RuntimeError("SimulatedBackend is already started")
+        app = web.Application()
+        self._add_routes(app)
+        # handler_cancellation: aiohttp cancels a handler as soon as its client's
+        # connection is lost, which is how disconnects are noticed promptly.
+        runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._requested_port))
+            sock.setblocking(False)
+            site = web.SockSite(runner, sock)
+            await site.start()
+        except BaseException:
+            sock.close()
+            await runner.cleanup()
+            raise
+        self._port = sock.getsockname()[1]
+        self._runner = runner
+        logger.info("simulated backend listening on %s", self.base_url)
+        return self
+
+    async def stop(self) -> None:
+        """Cancel running handlers (stalled ones too), close connections, unbind.
+
+        Requests cut short this way are not marked ``disconnected``. Safe to call twice.
+        """
+        runner = self._runner
+        if runner is None:
+            return
+        self._stopping = True
+        try:
+            tasks = [t for t in self._handler_tasks if not t.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=2.0)
+            await runner.cleanup()
+        finally:
+            self._runner = None
+            self._port = None
+            self._stopping = False
+        logger.info("simulated backend stopped")
+
+    async def __aenter__(self) -> SimulatedBackend:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port. Raises RuntimeError before :meth:`start`."""
+        if self._port is None:
+            raise RuntimeError("SimulatedBackend is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/v1``. Raises RuntimeError before :meth:`start`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (no ``/v1``), e.g. for the ``/_sim/`` control endpoints."""
+        return self.base_url[: -len("/v1")]
+
+    # -- control --------------------------------------------------------------------
+
+    def script(self, outputs: Iterable[str]) -> None:
+        """Append output texts to the queue; each generation request takes the next one.
+
+        Raises:
+            TypeError: if an output is not a string.
+        """
+        items = list(outputs)
+        for item in items:
+            if not isinstance(item, str):
+                raise TypeError(f"scripted outputs must be strings, got {type(item).__name__}")
+        self._script.extend(items)
+
+    @property
+    def pending_outputs(self) -> int:
+        """How many scripted outputs are still queued."""
+        return len(self._script)
+
+    def set_responder(self, responder: Responder | None) -> None:
+        """Replace the responder (``body dict -> output text``; ``None`` removes it)."""
+        self.responder = responder
+
+    def set_latency(self, latency: LatencyModel) -> None:
+        """Use ``latency`` for requests that arrive from now on."""
+        self.latency = latency
+
+    def inject(self, fault: Fault, persistent: bool = False) -> None:
+        """Apply ``fault`` to the next matching request, or to all of them.
+
+        One-shot faults form a queue: each request takes the first queued fault whose
+        :meth:`Fault.applies_to` matches its path (by default the two generation paths).
+        A persistent fault applies to every matching request until :meth:`clear_faults`;
+        one-shot faults take priority, and among persistent faults the latest wins.
+        """
+        if persistent:
+            self._persistent_faults.append(fault)
+        else:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        """Drop all queued and persistent faults."""
+        self._faults.clear()
+        self._persistent_faults.clear()
+
+    def reset(self) -> None:
+        """Forget records, scripted outputs and faults; restore the initial latency model."""
+        self._script.clear()
+        self.clear_faults()
+        self.latency = self._initial_latency
+        self._recorder.clear()
+
+    # -- observation ----------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Records of ``/v1/...`` requests in arrival order (a new list of live records)."""
+        return list(self._recorder.records)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; re-checked whenever a record changes.
+
+        Raises:
+            TimeoutError: after ``timeout`` seconds.
+        """
+        await self._recorder.wait_until(predicate, timeout, "the condition")
+
+    async def wait_for_requests(
+        self, n: int, timeout: float = 5.0, path: str | None = None
+    ) -> list[RecordedRequest]:
+        """Wait until at least ``n`` requests (on ``path``, if given) have arrived.
+
+        Returns the matching records. Raises TimeoutError after ``timeout`` seconds.
+        """
+
+        def matching() -> list[RecordedRequest]:
+            return [r for r in self._recorder.records if path is None or r.path == path]
+
+        await self._recorder.wait_until(lambda: len(matching()) >= n, timeout, f"{n} requests")
+        return matching()
+
+    async def wait_for_end(self, index: int, timeout: float = 5.0) -> RecordedRequest:
+        """Wait until request ``index`` has ended (any way). Returns its record.
+
+        Raises TimeoutError after ``timeout`` seconds.
+        """
+        records = self._recorder.records
+        await self._recorder.wait_until(
+            lambda: index < len(records) and records[index].ended_at is not None,
+            timeout,
+            f"request #{index} to end",
+        )
+        return records[index]
+
+    async def wait_for_disconnect(self, index: int, timeout: float = 5.0) -> RecordedRequest:
+        """Wait until request ``index`` ended because its client disconnected.
+
+        Returns the record (``disconnected`` is true, ``disconnected_at`` set).
+
+        Raises:
+            TimeoutError: after ``timeout`` seconds.
+            RuntimeError: if the request ended without a client disconnect.
+        """
+        records = self._recorder.records
+        await self._recorder.wait_until(
+            lambda: index < len(records)
+            and (records[index].disconnected or records[index].ended_at is not None),
+            timeout,
+            f"request #{index} to be disconnected",
+        )
+        record = records[index]
+        if not record.disconnected:
+            raise RuntimeError(
+                f"request #{index} ended without a client disconnect "
+                f"(completed={record.completed}, fault={record.fault}, tokens_sent={record.tokens_sent})"
+            )
+        return record
+
+    # -- HTTP plumbing ----------------------------------------------------------------
+
+    def _add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/completions", partial(self._handle_generation, chat=False))
+        app.router.add_post("/v1/chat/completions", partial(self._handle_generation, chat=True))
+        app.router.add_get("/v1/models", self._handle_models)
+        add_control_routes(app, self)
+
+    async def _begin(self, request: web.Request) -> tuple[RecordedRequest, bool]:
+        """Record a request. Returns the record and whether its body was valid JSON."""
+        received_at = time.monotonic()
+        raw = await request.read()
+        body: Any = None
+        body_ok = True
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body_ok = False
+        headers, auth_present, auth_scheme = redact_headers(request.headers)
+        record = RecordedRequest(
+            index=self._recorder.next_index(),
+            path=request.path,
+            method=request.method,
+            body=body if isinstance(body, dict) else None,
+            headers=headers,
+            auth_present=auth_present,
+            auth_scheme=auth_scheme,
+            received_at=received_at,
+            trace_id=uuid.uuid4().hex,
+            stream=isinstance(body, dict) and body.get("stream") is True,
+        )
+        self._recorder.add(record)
+        logger.debug("request #%d %s %s", record.index, record.method, record.path)
+        return record, body_ok
+
+    def _take_fault(self, path: str) -> Fault | None:
+        for i, fault in enumerate(self._faults):
+            if fault.applies_to(path):
+                del self._faults[i]
+                return fault
+        for fault in reversed(self._persistent_faults):
+            if fault.applies_to(path):
+                return fault
+        return None
+
+    def _auth_failed(self, request: web.Request) -> bool:
+        return self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}"
+
+    def _mark_disconnected(self, record: RecordedRequest) -> None:
+        if not record.disconnected:
+            record.disconnected = True
+            record.disconnected_at = time.monotonic()
+            logger.debug("request #%d: client disconnected after %d tokens", record.index, record.tokens_sent)
+            self._recorder.changed()
+
+    async def _handle(
+        self,
+        request: web.Request,
+        work: Callable[[web.Request, RecordedRequest, bool], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        """Record a request and run ``work`` on it; note disconnects and the end time."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._handler_tasks.add(task)  # so that stop() can cancel it
+        try:
+            record, body_ok = await self._begin(request)
+            try:
+                return await work(request, record, body_ok)
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    self._mark_disconnected(record)
+                raise
+            except ConnectionResetError:
+                # A write hit a closed connection before aiohttp noticed the loss; what
+                # is returned here is never delivered.
+                self._mark_disconnected(record)
+                return web.Response(status=499)
+            finally:
+                record.ended_at = time.monotonic()
+                self._recorder.changed()
+        finally:
+            if task is not None:
+                self._handler_tasks.discard(task)
+
+    # -- /v1/models -------------------------------------------------------------------
+
+    async def _handle_models(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, self._models)
+
+    async def _models(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        if self._auth_failed(request):
+            return await send_status(request, record, 401, "Invalid token")
+        payload = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        body = json.dumps(payload).encode()
+        fault = self._take_fault(request.path)
+        if fault is not None:
+            return await apply_plain_fault(request, record, fault, body, "application/json")
+        resp = await send(request, record, web.Response(body=body, content_type="application/json"))
+        record.completed = True
+        return resp
+
+    # -- generation -------------------------------------------------------------------
+
+    async def _handle_generation(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        return await self._handle(request, partial(self._generation, chat=chat))
+
+    async def _output_text(self, body: dict) -> str:
+        if self._script:
+            return self._script.popleft()
+        if self.responder is not None:
+            result = self.responder(body)
+            if inspect.isawaitable(result):
+                result = await result
+            if not isinstance(result, str):
+                raise TypeError(f"responder returned {type(result).__name__}, expected str")
+            return result
+        return self.default_output
+
+    async def _generation(
+        self, request: web.Request, record: RecordedRequest, body_ok: bool, *, chat: bool
+    ) -> web.StreamResponse:
+        if self._auth_failed(request):
+            return await send_status(request, record, 401, "Invalid token")
+        try:
+            if not body_ok:
+                raise RequestError(400, error_body(20015, "Request body is not valid JSON"))
+            params = parse_generation(record.body, chat, self.model)
+        except RequestError as exc:
+            return await send_status(request, record, exc.status, exc.body)
+
+        fault = self._take_fault(request.path)
+        if fault is not None and fault.kind == "status":
+            record.fault = fault.kind
+            return await send_status(request, record, fault.status_code or 500, fault.body)
+
+        assert record.body is not None
+        try:
+            text = await self._output_text(record.body)
+        except Exception:
+            logger.exception("simulated backend: responder failed for request #%d", record.index)
+            return await send_status(request, record, 500, error_body(50500, "Internal error"))
+
+        plan = plan_output(text, params.stop, params.max_tokens)
+        record.tokens_total = len(plan.pieces)
+        shape_cls = ChatShape if chat else CompletionShape
+        shape: Shape = shape_cls(f"{'chatcmpl' if chat else 'cmpl'}-{record.trace_id}", int(time.time()), params.model)
+        latency = self.latency
+        if params.stream:
+            return await stream(
+                request, record, shape, plan, params.prompt_tokens, fault, latency, self._recorder.changed
+            )
+        return await respond_whole(request, record, shape, plan, params.prompt_tokens, fault, latency)
