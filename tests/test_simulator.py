@@ -479,3 +479,27 @@ def test_cli_serves_until_sigterm(tmp_path: Path):
     assert proc.returncode == 0
     assert stdout == b""
     assert base_url.encode() in stderr
+
+
+def test_fault_dict_round_trip_and_validation():
+    for fault in (
+        Fault.stall(3, keepalive_s=0.5),
+        Fault.cut(1),
+        Fault.malformed(0).on("/v1/chat/completions"),
+        Fault.siliconflow("bad_key"),
+    ):
+        assert Fault.from_dict(fault.to_dict()) == fault
+    assert Fault.from_dict({"siliconflow": "overloaded", "paths": ["/v1/models"]}).applies_to("/v1/models")
+    for bad in ({"kind": "cut", "after_tokens": -1}, {"kind": "status"}, {"nope": 1}, {}):
+        with pytest.raises(ValueError):
+            Fault.from_dict(bad)
+
+
+async def test_invalid_bodies_rejected_siliconflow_style(sim, client):
+    response = await client.post(
+        f"{sim.base_url}/completions", content=b"{oops", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400 and response.json()["data"] is None
+    response = await client.post(f"{sim.base_url}/completions", json={"model": "m", "max_tokens": "9"})
+    assert response.status_code == 400
+    assert [r.status for r in sim.requests] == [400, 400]

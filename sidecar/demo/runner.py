@@ -141,7 +141,7 @@ async def run_demo(
     try:
         return await _Demo(
             path, plan, command, server_env, seed, speed, request_timeout, json_out,
-            Reporter(stream), trap,
+            Reporter(stream), trap, requested_pauses=pauses,
         ).run()
     finally:
         pygls_logger.removeHandler(trap)
@@ -163,7 +163,9 @@ class _Demo:
         json_out: str | None,
         reporter: Reporter,
         trap: _PyglsLogTrap,
+        requested_pauses: int = 0,
     ) -> None:
+        self.requested_pauses = requested_pauses
         self.path, self.plan, self.command, self.env = path, plan, command, env
         self.seed, self.speed, self.timeout, self.json_out = seed, speed, request_timeout, json_out
         self.out = reporter
@@ -386,6 +388,7 @@ class _Demo:
             },
             "typing": {**self._plan_info(), "keystrokes_sent": self.keys_sent},
             "pauses": planned,
+            "requested_pauses": self.requested_pauses,
             "planned_pauses": planned,
             "requests_sent": len(self.requests),
             "answered": len(answered),

@@ -1,0 +1,97 @@
+"""Nothing but LSP messages on stdout, and every request answered, with a raw JSON-RPC
+client (no LSP library between us and the bytes) against the real local engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, sidecar_env
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def frame(msg: dict) -> bytes:
+    body = json.dumps(msg).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def parse_frames(data: bytes) -> list[dict]:
+    """Parse the whole stdout as LSP frames; fail on any stray byte."""
+    out, i = [], 0
+    while i < len(data):
+        end = data.index(b"\r\n\r\n", i)
+        headers = dict(
+            line.split(": ", 1) for line in data[i:end].decode("ascii").split("\r\n")
+        )
+        n = int(headers["Content-Length"])
+        body = data[end + 4 : end + 4 + n]
+        assert len(body) == n, "truncated frame"
+        out.append(json.loads(body))
+        i = end + 4 + n
+    return out
+
+
+def test_stdout_is_only_lsp_frames(tmp_path):
+    uri = "file:///tmp/s.py"
+    text = "import math\n\ndef area(r):\n    return "
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "textDocument/inlineCompletion", "params": {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 11}, "context": {"triggerKind": 2}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "textDocument/inlineCompletion", "params": {"textDocument": {"uri": uri}, "position": {"line": 42, "character": 0}, "context": {"triggerKind": 1}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "workspace/executeCommand", "params": {"command": "sidecar.stats"}},
+        {"jsonrpc": "2.0", "id": 5, "method": "workspace/executeCommand", "params": {"command": "sidecar.clearCache"}},
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve", "--stdio"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=sidecar_env(tmp_path), cwd=ROOT,
+    )
+    assert proc.stdin is not None
+    for m in msgs:
+        proc.stdin.write(frame(m))
+    proc.stdin.flush()
+    # Wait for the answers before shutting down: read frames until ids 1-5 are answered.
+    got: list[dict] = []
+    buf = b""
+    assert proc.stdout is not None
+    import os
+    import select
+    import time
+
+    deadline = time.monotonic() + 200
+    fd = proc.stdout.fileno()
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if r:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            try:
+                got = parse_frames(buf)
+            except (ValueError, KeyError, AssertionError):
+                continue  # a frame is still arriving
+            if {1, 2, 3, 4, 5} <= {m.get("id") for m in got}:
+                break
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 6, "method": "shutdown"}))
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+    proc.stdin.flush()
+    rest, err = proc.communicate(timeout=30)
+    frames = parse_frames(buf + rest)  # raises on any non-LSP byte
+    answered = {m["id"]: m for m in frames if "id" in m and "method" not in m}
+    assert set(answered) == {1, 2, 3, 4, 5, 6}, err.decode()[-2000:]
+    assert answered[2]["result"]["items"][0]["insertText"].strip()
+    assert answered[3]["result"] is None  # invalid position: null, not an error
+    assert "error" not in answered[4] and "counters" in answered[4]["result"]
+    caps = answered[1]["result"]["capabilities"]
+    assert caps["inlineCompletionProvider"] is not None
+    assert caps["textDocumentSync"] in (2, {"openClose": True, "change": 2}) or caps["textDocumentSync"].get("change") == 2
+    cmds = set(caps["executeCommandProvider"]["commands"])
+    assert {"sidecar.toggleLocalGpu", "sidecar.setMode", "sidecar.stats", "sidecar.clearCache", "sidecar.acceptCompletion"} <= cmds
+    assert proc.returncode == 0
