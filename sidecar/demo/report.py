@@ -152,9 +152,8 @@ class Reporter:
         self.println(f"  {text}")
 
     def server_message(self, kind: str, text: str) -> None:
-        label = "" if kind in ("info", "log", "status") else f"{kind}: "
-        if kind == "status":
-            label = "status: "
+        """A server notification: ``kind`` is "status" or a message type ("error", ...)."""
+        label = "" if kind in ("info", "log") else f"{kind}: "
         self.println(f"[sidecar] {label}{text}")
 
     def typing(self, line_no: int, line_text: str) -> None:
