@@ -95,3 +95,72 @@ def test_stdout_is_only_lsp_frames(tmp_path):
     cmds = set(caps["executeCommandProvider"]["commands"])
     assert {"sidecar.toggleLocalGpu", "sidecar.setMode", "sidecar.stats", "sidecar.clearCache", "sidecar.acceptCompletion"} <= cmds
     assert proc.returncode == 0
+
+
+def _start_and_get_engine_pid(tmp_path):
+    import os
+    import select
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=sidecar_env(tmp_path), cwd=ROOT,
+    )
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+    proc.stdin.flush()
+    buf, pid, n = b"", None, 2
+    deadline = time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline:
+        proc.stdin.write(frame({"jsonrpc": "2.0", "id": n, "method": "workspace/executeCommand", "params": {"command": "sidecar.stats"}}))
+        proc.stdin.flush()
+        n += 1
+        time.sleep(0.2)
+        while select.select([proc.stdout], [], [], 0.1)[0]:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            buf += chunk
+        try:
+            for m in parse_frames(buf):
+                p = (m.get("result") or {}).get("status", {}).get("enginePid") if isinstance(m.get("result"), dict) else None
+                pid = pid or p
+        except (ValueError, KeyError, AssertionError):
+            pass
+    assert pid, "no engine pid reported"
+    return proc, pid
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+    return False
+
+
+def test_engine_stops_when_editor_closes_the_pipe(tmp_path):
+    proc, pid = _start_and_get_engine_pid(tmp_path)
+    proc.stdin.close()  # the editor went away without shutdown/exit
+    proc.wait(timeout=30)
+    assert _gone(pid, 15)
+
+
+def test_engine_stops_when_sidecar_is_killed(tmp_path):
+    proc, pid = _start_and_get_engine_pid(tmp_path)
+    proc.kill()  # SIGKILL: no atexit, only PR_SET_PDEATHSIG can help
+    proc.wait(timeout=10)
+    assert _gone(pid, 15)
