@@ -38,15 +38,9 @@ def _serve(_args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from .demo.cli import run_from_args
 
-    return demo_main(args.rest)
-
-
-def _simulate(args: argparse.Namespace) -> int:
-    from .simulator.__main__ import main as sim_main
-
-    return sim_main(args.rest) or 0
+    return run_from_args(args)
 
 
 def _config(_args: argparse.Namespace) -> int:
@@ -66,15 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="run the LSP server on stdio")
     p.add_argument("--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport")
     p.set_defaults(fn=_serve)
-    for name, fn, help_ in (
-        ("demo", _demo, "type into a real file through a real LSP client and show suggestions"),
-        ("simulate", _simulate, "run the simulated OpenAI/SiliconFlow backend on 127.0.0.1"),
-    ):
-        p = sub.add_parser(name, help=help_, add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(fn=fn)
+    from .demo.cli import add_arguments as demo_arguments
+
+    p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions")
+    demo_arguments(p)
+    p.set_defaults(fn=_demo)
+    sub.add_parser("simulate", help="run the simulated OpenAI/SiliconFlow backend on 127.0.0.1 (see simulate --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "simulate":  # its own parser owns every option after the word
+        from .simulator.__main__ import main as sim_main
+
+        return int(sim_main(argv[1:]) or 0)
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -37,6 +37,16 @@ class CompletionContext:
         """True when non-blank text follows the cursor on its line."""
         return bool(self.line_suffix.strip())
 
+    @property
+    def multiline(self) -> bool:
+        """Whether a suggestion may span lines: only on a blank (or indent-only) line, or
+        at the end of a line that opens a block (``:``, ``{``, ``=>``). Elsewhere the user
+        is finishing a statement, and one line is faster and wastes fewer tokens."""
+        if self.mid_line:
+            return False
+        stripped = self.line_prefix.rstrip()
+        return not stripped or stripped.endswith((":", "{", "=>"))
+
 
 def detect_eol(text: str) -> str:
     i = text.find("\n")

@@ -3,7 +3,7 @@
 Rules (applied as text arrives, so the upstream stream can be closed early):
 - stop before a line that repeats the first non-blank line of the suffix (the model is
   re-writing code that already follows the cursor);
-- in mid-line position (text follows the cursor on its line) keep one line;
+- keep one line unless the context allows several (``CompletionContext.multiline``);
 - trim trailing whitespace;
 - never return text that already follows the cursor: drop an ending that overlaps the
   start of the cursor line's suffix, and return nothing when the suffix already starts
@@ -50,7 +50,7 @@ class StreamFilter:
         pos = sum(len(line) + 1 for line in lines[: self._checked_lines])
         for i in range(self._checked_lines, len(lines) - 1):
             line = lines[i]
-            if self.ctx.mid_line and i == 0:
+            if not self.ctx.multiline and i == 0:
                 self._cut = len(line)
                 return True
             if i > 0 and self._suffix_line and line.strip() == self._suffix_line:
@@ -63,7 +63,7 @@ class StreamFilter:
     def text(self) -> str:
         """The cleaned completion (may be empty)."""
         out = self._raw if self._cut is None else self._raw[: self._cut]
-        if self.ctx.mid_line:
+        if not self.ctx.multiline:
             out = out.split("\n", 1)[0]
         if self._suffix_line and "\n" in out:
             kept = []

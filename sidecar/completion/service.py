@@ -22,6 +22,7 @@ from ..backends.factory import build_backend
 from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
 from ..config import Settings
 from ..metrics import Metrics
+from . import tokens
 from .context import CompletionContext
 from .postprocess import StreamFilter
 from .prompt import build_request, choose_strategy
@@ -77,6 +78,8 @@ class CompletionService:
         """Open the upstream connection (or start the local engine) ahead of the first keystroke."""
         self._prewarm()
         self._spawn(self._report_ready())
+        # Load the tokenizer's BPE table (~0.1 s) off the keystroke path.
+        self._spawn(asyncio.to_thread(tokens.encoding))
 
     async def _report_ready(self) -> None:
         self._on_status(self.status("starting"))

@@ -335,6 +335,17 @@ class ServerSession:
 
     # -- inline completion ------------------------------------------------------------
 
+    async def server_stats(self, timeout_s: float = 5.0) -> dict[str, Any] | None:
+        """The server's ``sidecar.stats`` figures (``None`` when it has no such command or fails)."""
+        try:
+            out = await asyncio.wait_for(
+                self.client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats")),
+                timeout_s,
+            )
+        except Exception:  # noqa: BLE001 - another server, or a dead one
+            return None
+        return plain(out) if out is not None else None
+
     async def inline_completion(
         self,
         line: int,

@@ -266,6 +266,11 @@ class Reporter:
         if fu.get("count"):
             self.println(f"  first streamed text  p50 {ms(fu['p50'])} · max {ms(fu['max'])}")
         self.println(f"  cold start           {ms(s['cold_start_ms'])}")
+        server = s.get("server_latency_ms") or {}
+        for key, label in (("upstream_ttft", "backend TTFT       "), ("sidecar_overhead", "sidecar overhead   ")):
+            st = server.get(key)
+            if st and st.get("count"):
+                self.println(f"  {label}  p50 {st['p50']:.2f} ms · p90 {st['p90']:.2f} ms  (from sidecar.stats)")
         verdict = "yes" if s["all_answered"] else "NO"
         self.println(f"  every request answered: {verdict}")
         for err in s.get("errors", [])[:10]:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -106,7 +107,8 @@ async def run_demo(
 ) -> dict:
     """Type part of ``file`` into a live sidecar server and measure its suggestions.
 
-    Starts ``server_command`` (default ``python -m sidecar serve``) with
+    Starts ``server_command`` (an argv list, or one shell-quoted string; default
+    ``python -m sidecar serve``) with
     ``os.environ`` plus ``env``, opens ``file`` (default: the inventory fixture)
     with one region removed, and types that region back in like a person:
     ``speed`` divides all typing delays (1.0 is about 8 keys per second), ``seed``
@@ -116,7 +118,8 @@ async def run_demo(
 
     Returns the summary (times in milliseconds) and writes it as JSON to
     ``json_out`` when given. Server trouble is reported in the summary
-    (``ok``, ``errors``), never raised. An ``argparse.Namespace`` passed as
+    (``ok``, ``errors``), never raised; bad arguments (a missing file,
+    ``speed <= 0``) raise ``OSError``/``ValueError``. An ``argparse.Namespace`` passed as
     ``file`` is read for all the options above.
     """
     if isinstance(file, argparse.Namespace):
@@ -127,6 +130,10 @@ async def run_demo(
         return await run_demo(**opts, request_timeout=request_timeout, stream=stream)
     if speed <= 0:
         raise ValueError("speed must be positive")
+    if isinstance(server_command, str):
+        server_command = shlex.split(server_command)
+    if env is not None and not isinstance(env, dict):  # [("K", "V")] or ["K=V"]
+        env = dict(e.split("=", 1) if isinstance(e, str) else e for e in env)
     path = Path(file) if file else DEFAULT_FILE
     document = path.read_text(encoding="utf-8")
     plan = plan_typing(document, pauses=pauses, seed=seed, speed=speed)
@@ -224,6 +231,7 @@ class _Demo:
             server_ok = await self._start()
             if server_ok:
                 await self._type()
+                self.server_stats = await self.session.server_stats()
         finally:
             await self.session.close()
         if not server_ok or self.errors:
@@ -398,6 +406,7 @@ class _Demo:
             "time_to_suggestion_ms": latency_stats([r["ms"] for r in answered]),
             "first_update_ms": latency_stats(firsts),
             "cold_start_ms": self.cold["ms"],
+            "server_latency_ms": (getattr(self, "server_stats", None) or {}).get("latency_ms", {}),
             "cold_start_ok": self.cold["ok"],
             "streamed_updates": sum(r["streamed_updates"] for r in self.requests),
             "stray_updates": self.stray_updates,
