@@ -23,6 +23,16 @@ from .typist import TypingPlan, plan_typing, utf16_len
 #: The file typed when none is given.
 DEFAULT_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "inventory.py"
 
+
+def default_file() -> Path:
+    """The team's fixture in a source checkout; in an installed copy without ``fixtures/``,
+    a real module from Python's standard library (``textwrap.py``)."""
+    if DEFAULT_FILE.is_file():
+        return DEFAULT_FILE
+    import textwrap
+
+    return Path(textwrap.__file__)
+
 _LANGUAGES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".jsx": "javascriptreact",
     ".ts": "typescript", ".tsx": "typescriptreact", ".rs": "rust", ".go": "go",
@@ -134,7 +144,7 @@ async def run_demo(
         server_command = shlex.split(server_command)
     if env is not None and not isinstance(env, dict):  # [("K", "V")] or ["K=V"]
         env = dict(e.split("=", 1) if isinstance(e, str) else e for e in env)
-    path = Path(file) if file else DEFAULT_FILE
+    path = Path(file) if file else default_file()
     document = path.read_text(encoding="utf-8")
     plan = plan_typing(document, pauses=pauses, seed=seed, speed=speed)
     command = list(server_command) if server_command else default_server_command()
