@@ -61,6 +61,11 @@ class Settings:
     local_n_ctx: int = 2048
     local_n_gpu_layers: int = 0
     local_threads: int | None = None
+    scheduling: str = "adaptive"  # adaptive | naive (no debounce, no reuse: a baseline)
+    debounce_min_ms: int = 50
+    debounce_max_ms: int = 400
+    first_line_deadline_ms: int = 250
+    max_concurrent_streams: int = 4
     cache_path: str | None = None
     log_level: str = "warning"
 
@@ -114,6 +119,7 @@ _CHOICES = {
     "siliconflow_region": ("cn", "com"),
     "fim": ("auto", "suffix", "template", "chat", "prefix"),
     "log_level": ("debug", "info", "warning", "error"),
+    "scheduling": ("adaptive", "naive"),
 }
 # (min, max) inclusive for numbers
 _RANGES: dict[str, tuple[float, float]] = {
@@ -127,6 +133,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "local_n_ctx": (256, 131072),
     "local_n_gpu_layers": (-1, 1000),
     "local_threads": (1, 512),
+    "debounce_min_ms": (0, 5000),
+    "debounce_max_ms": (0, 5000),
+    "first_line_deadline_ms": (0, 60000),
+    "max_concurrent_streams": (1, 64),
 }
 
 # Environment variable -> setting key.
@@ -145,6 +155,7 @@ ENV_VARS = {
     "SIDECAR_LOCAL_MODEL_PATH": "local_model_path",
     "SIDECAR_LOCAL_N_GPU_LAYERS": "local_n_gpu_layers",
     "SIDECAR_LOG_LEVEL": "log_level",
+    "SIDECAR_SCHEDULING": "scheduling",
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -262,11 +273,19 @@ def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def build(*layers: Mapping[str, Any]) -> Settings:
-    """Merge already-normalized layers (later wins) over the defaults."""
+    """Merge already-normalized layers (later wins) over the defaults.
+
+    Raises ConfigError when the merged values contradict each other.
+    """
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
-    return Settings(**merged)
+    s = Settings(**merged)
+    if s.debounce_min_ms > s.debounce_max_ms:
+        raise ConfigError(
+            f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})"
+        )
+    return s
 
 
 def load_base() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import make_test_lsp_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,10 +42,41 @@ def client_capabilities() -> types.ClientCapabilities:
     )
 
 
+def plain(obj: Any) -> Any:
+    """pygls hands params of custom notifications over as namedtuples; make them dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    return obj
+
+
+def make_client() -> LanguageClient:
+    """pytest-lsp's test client, also recording the sidecar's own notifications in
+    ``client.sidecar_updates`` and ``client.sidecar_status`` (with arrival times)."""
+    client = make_test_lsp_client()
+    client.sidecar_updates = []  # type: ignore[attr-defined]
+    client.sidecar_status = []  # type: ignore[attr-defined]
+
+    @client.feature("sidecar/inlineCompletionUpdate")
+    def _update(params: Any) -> None:
+        client.sidecar_updates.append((time.monotonic(), plain(params)))  # type: ignore[attr-defined]
+
+    @client.feature("sidecar/status")
+    def _status(params: Any) -> None:
+        client.sidecar_status.append(plain(params))  # type: ignore[attr-defined]
+
+    return client
+
+
 @contextlib.asynccontextmanager
 async def sidecar(env: dict[str, str], init_options: dict[str, Any] | None = None) -> AsyncIterator[LanguageClient]:
     """Start ``python -m sidecar serve`` as a child process and initialize it."""
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env)
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env, client_factory=make_client
+    )
     client = await config.start()
     await client.initialize_session(
         types.InitializeParams(capabilities=client_capabilities(), initialization_options=init_options)

@@ -58,7 +58,8 @@ async def test_invalid_values_are_reported_and_previous_kept(tmp_path, sim):
         )
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"colour": "blue"}))
         await asyncio.sleep(0.3)
-        result = await complete_once(client)
+        open_doc(client, "file:///w/d.py", "y = \n")
+        result = await complete_once(client, "file:///w/d.py")
         messages = [m.message for m in client.messages]
     assert any("max_tokens" in m and "'lots'" in m and "initializationOptions" in m for m in messages), messages
     assert any("temperature" in m and "between 0 and 2" in m for m in messages), messages

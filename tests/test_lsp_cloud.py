@@ -31,6 +31,13 @@ def completions(sim):
     return [r for r in sim.requests if r.path.endswith(("/completions",))]
 
 
+async def wait_done(client, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not (client.sidecar_updates and client.sidecar_updates[-1][1]["done"]):
+        assert time.monotonic() < deadline, "no final update notification"
+        await asyncio.sleep(0.02)
+
+
 async def ask(client, uri, line, character, timeout=20):
     return await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, line, character)), timeout)
 
@@ -84,11 +91,17 @@ async def test_crlf_document(tmp_path, sim):
     text = "def total(xs):\r\n    \r\n    return total\r\n"
     async with sidecar(cloud_env(tmp_path, sim)) as client:
         open_doc(client, "file:///w/crlf.py", text)
-        result = await ask(client, "file:///w/crlf.py", 1, 4)
+        first = await ask(client, "file:///w/crlf.py", 1, 4)
+        await wait_done(client)
+        again = await ask(client, "file:///w/crlf.py", 1, 4)  # answered by the finished stream
     body = completions(sim)[0].body
     assert body["prompt"] == "def total(xs):\n    "
     assert "\r" not in body["suffix"]
-    assert result.items[0].insert_text == "total = 0\r\n    for x in xs:\r\n        total += x"
+    assert first.items[0].insert_text == "total = 0"  # answered as soon as the first line was complete
+    assert again.items[0].insert_text == "total = 0\r\n    for x in xs:\r\n        total += x"
+    assert len(completions(sim)) == 1
+    final = client.sidecar_updates[-1][1]
+    assert final["done"] and final["items"][0]["insertText"] == again.items[0].insert_text
 
 
 @pytest.mark.parametrize(
@@ -144,7 +157,8 @@ async def test_native_fim_refused_falls_back_to_template(tmp_path, sim):
         open_doc(client, "file:///w/f.py", "def f():\n    \n")
         result = await ask(client, "file:///w/f.py", 1, 4)
         sim.script(["pass"])
-        await ask(client, "file:///w/f.py", 1, 4)
+        open_doc(client, "file:///w/f2.py", "def g():\n    \n")
+        await ask(client, "file:///w/f2.py", 1, 4)
     reqs = completions(sim)
     assert "suffix" in reqs[0].body
     assert "suffix" not in reqs[1].body and reqs[1].body["prompt"].startswith("<|fim_prefix|>")

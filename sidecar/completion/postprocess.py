@@ -25,12 +25,7 @@ class StreamFilter:
         self._raw = ""
         self._cut: int | None = None  # index in _raw where the completion ends
         self._checked_lines = 0
-        first = ""
-        for line in ctx.suffix.split("\n")[1:] if not ctx.mid_line else [ctx.line_suffix]:
-            if line.strip():
-                first = line.strip()
-                break
-        self._suffix_line = first if len(first) >= _MIN_REPEAT_CHARS else ""
+        self._suffix_line = _first_suffix_line(ctx)
 
     @property
     def done(self) -> bool:
@@ -60,20 +55,41 @@ class StreamFilter:
             self._checked_lines = i + 1
         return False
 
+    def raw_kept(self) -> str:
+        """The raw model text up to where the completion ends (no cleaning)."""
+        return self._raw if self._cut is None else self._raw[: self._cut]
+
     def text(self) -> str:
         """The cleaned completion (may be empty)."""
-        out = self._raw if self._cut is None else self._raw[: self._cut]
-        if not self.ctx.multiline:
-            out = out.split("\n", 1)[0]
-        if self._suffix_line and "\n" in out:
-            kept = []
-            for i, line in enumerate(out.split("\n")):
-                if i > 0 and line.strip() == self._suffix_line:
-                    break
-                kept.append(line)
-            out = "\n".join(kept)
-        out = "\n".join(line.rstrip() for line in out.split("\n")).rstrip()
-        return strip_suffix_overlap(out, self.ctx.line_suffix)
+        return clean(self.raw_kept(), self.ctx)
+
+
+def clean(text: str, ctx: CompletionContext) -> str:
+    """Apply the line policy, the suffix-repeat cut, whitespace trimming and the
+    suffix-overlap rule to ``text``, a completion at ``ctx``."""
+    if not ctx.multiline:
+        text = text.split("\n", 1)[0]
+    first = _first_suffix_line(ctx)
+    if first and "\n" in text:
+        kept = []
+        for i, line in enumerate(text.split("\n")):
+            if i > 0 and line.strip() == first:
+                break
+            kept.append(line)
+        text = "\n".join(kept)
+    text = "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
+    return strip_suffix_overlap(text, ctx.line_suffix)
+
+
+def _first_suffix_line(ctx: CompletionContext) -> str:
+    """The first non-blank line after the cursor (the rest of the cursor line when text
+    follows the cursor), stripped; empty when shorter than ``_MIN_REPEAT_CHARS``."""
+    lines = [ctx.line_suffix] if ctx.mid_line else ctx.suffix.split("\n")[1:]
+    for line in lines:
+        if line.strip():
+            first = line.strip()
+            return first if len(first) >= _MIN_REPEAT_CHARS else ""
+    return ""
 
 
 def strip_suffix_overlap(text: str, line_suffix: str) -> str:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -26,6 +27,7 @@ from . import tokens
 from .context import CompletionContext
 from .postprocess import StreamFilter
 from .prompt import build_request, choose_strategy
+from .scheduler import Scheduler, UpdateSink
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,17 @@ class Completion:
     truncated: bool
 
 
+@dataclass
+class StreamOutcome:
+    """How one upstream stream went. Times in milliseconds."""
+
+    info: StreamInfo
+    strategy: str = ""
+    wait_ms: float = 0.0  # waiting for the backend to be ready (cold engine start)
+    upstream_ms: float = 0.0
+    error: BackendError | None = None
+
+
 class CompletionService:
     """Runs completions against the configured backend.
 
@@ -61,7 +74,8 @@ class CompletionService:
     """
 
     def __init__(self, settings: Settings, *, on_error: Callable[[BackendError], None],
-                 on_status: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_status: Callable[[dict[str, Any]], None] | None = None,
+                 on_update: UpdateSink | None = None) -> None:
         self.settings = settings
         self.metrics = Metrics()
         self._on_error = on_error
@@ -72,6 +86,10 @@ class CompletionService:
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
         self.backend = build_backend(settings)
+        self.scheduler = Scheduler(
+            pump=self._pump, settings=lambda: self.settings, recent_ttft_ms=self.recent_ttft_ms,
+            on_update=on_update or (lambda *_a: None), metrics=self.metrics,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -115,6 +133,7 @@ class CompletionService:
         if all(getattr(old, f) == getattr(settings, f) for f in _BACKEND_FIELDS):
             return False
         previous = self.backend
+        self.scheduler.close_all()
         self.backend = build_backend(settings)
         self._rejected.clear()
         self._shown_errors.clear()
@@ -123,6 +142,7 @@ class CompletionService:
         return True
 
     async def aclose(self) -> None:
+        self.scheduler.close_all()
         for t in list(self._bg):
             t.cancel()
         await self.backend.aclose()
@@ -152,36 +172,43 @@ class CompletionService:
             self._shown_errors.add(err.kind)
             self._on_error(err)
 
-    async def complete(self, ctx: CompletionContext) -> Completion | None:
-        """Stream one completion for ``ctx`` and return it cleaned, or None when there is
-        nothing to show (empty text, an upstream error, a deadline with no text).
+    async def run_stream(self, ctx: CompletionContext, filt: StreamFilter,
+                         on_delta: Callable[[], None] | None = None) -> StreamOutcome:
+        """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
+        stop, the stream ends, or ``request_timeout_ms`` passes; call ``on_delta()`` after
+        each piece of text. A model that refuses native FIM is retried once per strategy.
 
-        Raises ``asyncio.CancelledError`` when the caller is cancelled; the upstream stream
-        is closed before it propagates. Never raises BackendError.
+        Upstream errors are reported (one message per cause) and returned in
+        ``StreamOutcome.error``; never raises BackendError. Raises
+        ``asyncio.CancelledError`` when cancelled, after closing the upstream stream.
         """
         t0 = time.perf_counter()
-        self.metrics.count("requests")
         s = self.settings
         model = self.backend.model
         rejected = self._rejected.setdefault(model, set())
+        out = StreamOutcome(info=StreamInfo())
         try:
             await self.backend.ensure_ready()
         except BackendError as err:
             self._report(err)
-            return None
-        t_ready = time.perf_counter()
+            out.error = err
+            return out
+        out.wait_ms = (time.perf_counter() - t0) * 1000
         for _attempt in range(3):
             strategy = choose_strategy(self.backend.kind, model, s.fim, frozenset(rejected))
             req = build_request(ctx, strategy, provider=self.backend.kind, model=model,
                                 max_tokens=s.max_tokens, temperature=s.temperature)
-            info = StreamInfo()
-            filt = StreamFilter(ctx)
+            out.info = info = StreamInfo()
+            out.strategy = req.strategy
             self.metrics.count("upstream.requests")
             try:
                 async with asyncio.timeout(s.request_timeout_ms / 1000):
                     async with contextlib.aclosing(self.backend.stream(req, info)) as deltas:
                         async for delta in deltas:
-                            if filt.feed(delta):
+                            stop = filt.feed(delta)
+                            if on_delta is not None:
+                                on_delta()
+                            if stop:
                                 self.metrics.count("upstream.closed_early")
                                 break
             except TimeoutError:
@@ -193,30 +220,57 @@ class CompletionService:
                     rejected.add(strategy)
                     continue
                 self._report(err)
-                return None
+                out.error = err
+                return out
             except asyncio.CancelledError:
-                self.metrics.count("cancelled")
+                self.metrics.count("upstream.cancelled")
                 raise
             break
-        else:  # pragma: no cover - three refusals in a row
-            return None
         t_end = time.perf_counter()
         self._shown_errors.clear()
-        text = filt.text()
-        upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
-        total_ms = (t_end - t0) * 1000
-        wait_ms = (t_ready - t0) * 1000
+        out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
         if info.ttft_ms is not None:
             self.metrics.observe("upstream_ttft", info.ttft_ms)
-        self.metrics.observe("upstream_stream", upstream_ms)
+        self.metrics.observe("upstream_stream", out.upstream_ms)
         self.metrics.count("upstream.malformed_events", info.malformed_events)
         if info.truncated:
             self.metrics.count("upstream.truncated")
+        return out
+
+    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> bool:
+        out = await self.run_stream(ctx, filt, on_delta)
+        return out.error is None
+
+    def recent_ttft_ms(self) -> float | None:
+        """Median of the last 20 upstream TTFTs in ms (None before the first)."""
+        xs = self.metrics.recent("upstream_ttft")[-20:]
+        return statistics.median(xs) if xs else None
+
+    def new_id(self) -> str:
+        return f"c{next(self._ids)}"
+
+    async def complete(self, ctx: CompletionContext) -> Completion | None:
+        """Stream one completion for ``ctx`` to its end and return it cleaned, or None when
+        there is nothing to show (empty text, an upstream error, a deadline with no text).
+        This is the unscheduled path (``scheduling = "naive"``): no debounce, no reuse.
+
+        Raises ``asyncio.CancelledError`` when the caller is cancelled; the upstream stream
+        is closed before it propagates. Never raises BackendError.
+        """
+        t0 = time.perf_counter()
+        self.metrics.count("requests")
+        filt = StreamFilter(ctx)
+        out = await self.run_stream(ctx, filt)
+        if out.error is not None:
+            return None
+        text = filt.text()
         if not text:
             self.metrics.count("empty")
             return None
         self.metrics.count("suggestions")
+        info = out.info
         return Completion(
-            id=f"c{next(self._ids)}", text=text, strategy=req.strategy, ttft_ms=info.ttft_ms,
-            upstream_ms=upstream_ms, wait_ms=wait_ms, total_ms=total_ms, trace_id=info.trace_id, truncated=info.truncated,
+            id=self.new_id(), text=text, strategy=out.strategy, ttft_ms=info.ttft_ms,
+            upstream_ms=out.upstream_ms, wait_ms=out.wait_ms, total_ms=(time.perf_counter() - t0) * 1000,
+            trace_id=info.trace_id, truncated=info.truncated,
         )

@@ -20,6 +20,7 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..backends.errors import BackendError
 from ..completion.context import NotCompletable, build_context
+from ..completion.scheduler import Request
 from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, normalize
 from .positions import InvalidPosition, offset_at, units_of
@@ -82,7 +83,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         ls.startup_errors.clear()
         settings = ls.settings()
         logging.getLogger("sidecar").setLevel(settings.log_level.upper())
-        ls.service = CompletionService(settings, on_error=ls.on_backend_error, on_status=ls.send_status)
+        ls.service = CompletionService(
+            settings, on_error=ls.on_backend_error, on_status=ls.send_status,
+            on_update=lambda req, text, done, seq: send_update(ls, req, text, done, seq),
+        )
         log.info("backend: %s, model %s", ls.service.backend.name, ls.service.backend.model)
         await ls.service.start()
 
@@ -101,9 +105,15 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             await ls.service.apply_settings(ls.settings())
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def on_change(ls: SidecarServer, _params: types.DidChangeTextDocumentParams) -> None:
+    def on_change(ls: SidecarServer, params: types.DidChangeTextDocumentParams) -> None:
         if ls.service is not None:
             ls.service.on_keystroke()
+            ls.service.scheduler.keystroke(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def on_close(ls: SidecarServer, params: types.DidCloseTextDocumentParams) -> None:
+        if ls.service is not None:
+            ls.service.scheduler.close_document(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def on_inline_completion(ls: SidecarServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
@@ -211,18 +221,72 @@ async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionPa
         service.metrics.count("not_completable")
         return None
 
-    result = await service.complete(ctx)
-    if result is None:
-        return None
-    insert = lead + result.text
-    if ctx.eol != "\n":
-        insert = insert.replace("\n", ctx.eol)
+    invoked = bool(params.context and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked)
+    upstream_ms = wait_ms = 0.0
+    if settings.scheduling == "naive":
+        result = await service.complete(ctx)
+        if result is None:
+            return None
+        completion_text, upstream_ms, wait_ms = result.text, result.upstream_ms, result.wait_ms
+    else:
+        req = Request(
+            uri=params.text_document.uri, version=doc.version or 0, ctx=ctx,
+            doc_prefix=_normalize(text[:offset], ctx.eol), doc_suffix=_normalize(text[offset:], ctx.eol),
+            invoked=invoked, place=_LspPlace(replace_range, lead, encoding, ctx.eol),
+        )
+        answer = await service.scheduler.request(req)
+        if answer is None:
+            return None
+        completion_text = answer.text
+        service.metrics.count(f"answers.{answer.source}")
+        wait_ms = req.waited_s * 1000
     handler_ms = (time.perf_counter() - t0) * 1000
     service.metrics.observe("time_to_suggestion", handler_ms)
-    service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - result.upstream_ms - result.wait_ms))
-    item = types.InlineCompletionItem(
+    # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
+    service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - upstream_ms - wait_ms))
+    return types.InlineCompletionList(items=[_item(completion_text, lead, replace_range, ctx.eol, encoding, service.new_id())])
+
+
+class _LspPlace:
+    """Where a request's text goes in the editor (for update notifications)."""
+
+    def __init__(self, replace_range: types.Range, lead: str, encoding: str, eol: str) -> None:
+        self.range = replace_range
+        self.lead = lead
+        self.encoding = encoding
+        self.eol = eol
+
+
+def _normalize(text: str, eol: str) -> str:
+    return text if eol == "\n" else text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _item(text: str, lead: str, replace_range: types.Range, eol: str, encoding: str, item_id: str) -> types.InlineCompletionItem:
+    insert = lead + text
+    if eol != "\n":
+        insert = insert.replace("\n", eol)
+    return types.InlineCompletionItem(
         insert_text=insert,
         range=replace_range,
-        command=types.Command(title="Accept suggestion", command=CMD_ACCEPT, arguments=[result.id, units_of(result.text, encoding)]),
+        command=types.Command(title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(text, encoding)]),
     )
-    return types.InlineCompletionList(items=[item])
+
+
+def send_update(ls: SidecarServer, req: Request, text: str, done: bool, seq: int) -> None:
+    """``sidecar/inlineCompletionUpdate``: the growing suggestion of the document's latest
+    request. ``version`` is the LSP document version the request was made at, ``seq``
+    counts updates of that request from 1, ``items`` is empty when nothing is left."""
+    place: _LspPlace = req.place
+    items = []
+    if text:
+        item = _item(text, place.lead, place.range, place.eol, place.encoding, f"u{req.id}.{seq}")
+        items.append(ls.protocol._converter.unstructure(item))
+    ls.protocol.notify(NOTIFY_UPDATE, {
+        "uri": req.uri,
+        "version": req.version,
+        "position": {"line": place.range.end.line, "character": place.range.end.character},
+        "requestId": req.id,
+        "seq": seq,
+        "items": items,
+        "done": done,
+    })

@@ -1,0 +1,282 @@
+"""Keystroke scheduling: supersede, reuse, debounce, stream, answer, update.
+
+For each inline completion request of a document, in order:
+
+1. **Supersede.** The document's previous request, if still waiting, is answered at once
+   with what it has (often nothing): the editor has moved on.
+2. **Reuse.** If the document's latest stream agrees with what the user typed since it
+   started (see ``inflight``), the request joins it: a finished stream answers the
+   remainder at once (typing through a shown suggestion), a running one is followed.
+   Otherwise a running stream is closed now, so its socket closes within milliseconds.
+3. **Debounce.** Wait the adaptive debounce (``debounce``); a newer request ends the wait.
+4. **Stream.** Start one upstream stream (at most one per document, and at most
+   ``max_concurrent_streams`` in the process).
+5. **Answer** when the first line is complete, or ``first_line_deadline_ms`` after the
+   first text arrived with whatever is there, or at the end of the stream.
+6. **Update.** After answering, while the request is still the document's latest and its
+   stream runs, send ``sidecar/inlineCompletionUpdate`` with the growing text; the last
+   one has ``done: true``. A superseded request gets no more updates.
+
+A cancelled request (``$/cancelRequest``) closes its stream unless a newer request joined it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .context import CompletionContext
+from .debounce import Cadence, debounce_ms
+from .inflight import InflightStream
+from .postprocess import StreamFilter
+
+log = logging.getLogger(__name__)
+
+_DIVERGED = object()
+
+
+@dataclass
+class Request:
+    """One inline completion request as the scheduler sees it.
+
+    ``doc_prefix``/``doc_suffix`` are the whole document before/after the cursor with
+    line breaks normalized to ``\\n``; ``version`` is the LSP document version.
+    """
+
+    uri: str
+    version: int
+    ctx: CompletionContext
+    doc_prefix: str
+    doc_suffix: str
+    invoked: bool
+    id: int = 0
+    superseded: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: bool = False
+    t0: float = field(default_factory=time.perf_counter)
+    source: str = ""  # how it was answered: stream, joined, typed_through, superseded, ...
+    waited_s: float = 0.0  # time spent awaiting the debounce or the backend (not sidecar work)
+    place: Any = None  # the LSP surface's note of where the text goes
+
+
+@dataclass
+class Answer:
+    """The text for one request (never empty) and where it came from."""
+
+    text: str
+    source: str
+    stream: InflightStream | None = None
+    typed: str = ""
+
+
+class _Doc:
+    def __init__(self) -> None:
+        self.cadence = Cadence()
+        self.stream: InflightStream | None = None
+        self.latest: Request | None = None
+        self.updates: asyncio.Task[None] | None = None
+
+
+UpdateSink = Callable[[Request, str, bool, int], None]
+
+
+class Scheduler:
+    """Per-document scheduling on top of a stream pump.
+
+    ``pump(ctx, filt, on_delta) -> bool`` runs one upstream stream into ``filt`` (True
+    when it ended without an upstream error); ``settings()`` returns the live settings;
+    ``recent_ttft_ms()`` the backend's recent median TTFT or None; ``on_update(req, text,
+    done, seq)`` sends one update notification; ``metrics`` has ``count``/``observe``.
+    """
+
+    def __init__(self, *, pump, settings, recent_ttft_ms, on_update: UpdateSink, metrics) -> None:
+        self._pump = pump
+        self._settings = settings
+        self._ttft = recent_ttft_ms
+        self._on_update = on_update
+        self.metrics = metrics
+        self._docs: dict[str, _Doc] = {}
+        self._ids = itertools.count(1)
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_size = 0
+
+    # ------------------------------------------------------------------ document events
+    def _doc(self, uri: str) -> _Doc:
+        d = self._docs.get(uri)
+        if d is None:
+            d = self._docs[uri] = _Doc()
+        return d
+
+    def keystroke(self, uri: str) -> None:
+        """Record a change of ``uri`` for the typing-cadence estimate."""
+        self._doc(uri).cadence.keystroke(time.monotonic() * 1000)
+
+    def close_document(self, uri: str) -> None:
+        d = self._docs.pop(uri, None)
+        if d is not None:
+            if d.latest is not None:
+                d.latest.superseded.set()
+            if d.stream is not None and d.stream.close():
+                self.metrics.count("sched.streams_aborted")
+
+    def close_all(self) -> None:
+        """Close every running stream (a backend switch or shutdown)."""
+        for uri in list(self._docs):
+            self.close_document(uri)
+
+    def active_streams(self) -> int:
+        return sum(1 for d in self._docs.values() if d.stream is not None and not d.stream.done)
+
+    # ------------------------------------------------------------------ requests
+    async def request(self, req: Request) -> Answer | None:
+        """Schedule ``req`` and return its answer, or None when there is nothing to show.
+
+        Raises ``asyncio.CancelledError`` when the LSP request is cancelled; its stream is
+        closed first unless a newer request uses it.
+        """
+        req.id = next(self._ids)
+        doc = self._doc(req.uri)
+        self.metrics.count("sched.requests")
+        prev = doc.latest
+        doc.latest = req
+        if prev is not None and not prev.finished:
+            prev.superseded.set()
+            self.metrics.count("sched.superseded")
+        try:
+            answer = await self._schedule(doc, req)
+        except asyncio.CancelledError:
+            self.metrics.count("sched.cancelled")
+            if doc.latest is req and doc.stream is not None and doc.stream.close():
+                self.metrics.count("sched.streams_aborted")
+            raise
+        finally:
+            req.finished = True
+        if answer is not None and doc.latest is req and answer.stream is not None and not answer.stream.done:
+            self._start_updates(doc, req, answer)
+        return answer
+
+    async def _schedule(self, doc: _Doc, req: Request) -> Answer | None:
+        s = doc.stream
+        if s is not None:
+            typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+            if typed is not None and not s.failed and s.agrees(typed):
+                if s.done:
+                    # Typing through a shown suggestion (or asking again where it was shown).
+                    rem = s.remainder(typed, req.ctx)
+                    if rem:
+                        self.metrics.count("sched.typed_through" if typed else "sched.reshown")
+                        return Answer(rem, "typed_through" if typed else "reshown", s, typed)
+                else:
+                    self.metrics.count("sched.joined")
+                    got = await self._follow(req, s, typed)
+                    if got is not _DIVERGED:
+                        return got  # type: ignore[return-value]
+                    self.metrics.count("sched.diverged")
+            if not s.done and s.close():
+                self.metrics.count("sched.streams_aborted")
+
+        st = self._settings()
+        wait = debounce_ms(
+            invoked=req.invoked, cadence_ms=doc.cadence.interval_ms(),
+            line_prefix=req.ctx.line_prefix, line_suffix=req.ctx.line_suffix,
+            ttft_ms=self._ttft(), floor_ms=st.debounce_min_ms, ceiling_ms=st.debounce_max_ms,
+        )
+        self.metrics.observe("debounce", wait)
+        if wait > 0 and await self._superseded_within(req, wait / 1000):
+            return None
+        if req.superseded.is_set():
+            return None
+
+        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix)
+        doc.stream = s
+        self.metrics.count("sched.streams_started")
+        s.run(lambda filt, on_delta: self._run_pump(req.ctx, filt, on_delta))
+        got = await self._follow(req, s, "")
+        return None if got is _DIVERGED else got  # type: ignore[return-value]
+
+    async def _run_pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> bool:
+        st = self._settings()
+        if self._slots is None or self._slots_size != st.max_concurrent_streams:
+            self._slots = asyncio.Semaphore(st.max_concurrent_streams)
+            self._slots_size = st.max_concurrent_streams
+        async with self._slots:
+            return await self._pump(ctx, filt, on_delta)
+
+    async def _superseded_within(self, req: Request, timeout_s: float) -> bool:
+        t = time.perf_counter()
+        try:
+            await asyncio.wait_for(req.superseded.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            req.waited_s += time.perf_counter() - t
+        return True
+
+    async def _follow(self, req: Request, s: InflightStream, typed: str):
+        """Wait on ``s`` for ``req`` per the answer policy; _DIVERGED if the stream stops
+        agreeing with ``typed``."""
+        deadline_s = self._settings().first_line_deadline_ms / 1000
+        sup = asyncio.ensure_future(req.superseded.wait())
+        try:
+            while True:
+                if req.superseded.is_set():
+                    rem = s.remainder(typed, req.ctx)
+                    return Answer(rem, "superseded", s, typed) if rem else None
+                if not s.agrees(typed):
+                    return _DIVERGED
+                produced = s.text[len(typed):] if s.text.startswith(typed) else ""
+                if s.done:
+                    rem = s.remainder(typed, req.ctx)
+                    return Answer(rem, "stream" if not typed else "joined", s, typed) if rem else None
+                if "\n" in produced.lstrip("\n") or s.filter.done:
+                    rem = s.remainder(typed, req.ctx)
+                    if rem:
+                        return Answer(rem, "stream" if not typed else "joined", s, typed)
+                timeout = None
+                if s.first_text_at and produced.strip():
+                    left = s.first_text_at + deadline_s - time.perf_counter()
+                    if left <= 0:
+                        rem = s.remainder(typed, req.ctx)
+                        if rem:
+                            self.metrics.count("sched.answered_at_deadline")
+                            return Answer(rem, "stream" if not typed else "joined", s, typed)
+                    else:
+                        timeout = left
+                changed = s.changed()
+                t = time.perf_counter()
+                await asyncio.wait({changed, sup}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                req.waited_s += time.perf_counter() - t
+                if not changed.done():
+                    changed.cancel()
+        finally:
+            sup.cancel()
+
+    # ------------------------------------------------------------------ updates
+    def _start_updates(self, doc: _Doc, req: Request, answer: Answer) -> None:
+        if doc.updates is not None and not doc.updates.done():
+            doc.updates.cancel()
+        doc.updates = asyncio.ensure_future(self._updates(doc, req, answer))
+
+    async def _updates(self, doc: _Doc, req: Request, answer: Answer) -> None:
+        s = answer.stream
+        assert s is not None
+        last = answer.text
+        seq = 0
+        while doc.latest is req and not req.superseded.is_set():
+            done = s.done
+            text = s.remainder(answer.typed, req.ctx)
+            if text != last or done:
+                if text.startswith(last) or done:
+                    seq += 1
+                    self._on_update(req, text, done, seq)
+                    self.metrics.count("sched.updates_sent")
+                    last = text
+            if done:
+                return
+            await s.changed()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"documents": len(self._docs), "active_streams": self.active_streams()}
