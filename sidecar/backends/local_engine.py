@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import platformdirs
 
 from .base import StreamInfo, UpstreamRequest
@@ -222,6 +222,9 @@ class LocalEngineBackend:
 
     def idle_for_s(self) -> float:
         return self._client.idle_for_s() if self._client else float("inf")
+
+    def busy_connections(self) -> int | None:
+        return self._client.busy_connections() if self._client else 0
 
     async def aclose(self) -> None:
         if self._client is not None:

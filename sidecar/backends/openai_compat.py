@@ -18,7 +18,7 @@ import logging
 import time
 from typing import AsyncIterator
 
-import httpx
+import httpx2 as httpx
 from httpx_sse import EventSource, SSEError
 
 from .base import StreamInfo, UpstreamRequest
@@ -93,6 +93,18 @@ class OpenAICompatBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def busy_connections(self) -> int | None:
+        """Pooled connections that are not idle (a diagnostic; None if httpx changes its
+        internals)."""
+        try:
+            conns = self._client._transport._pool.connections  # type: ignore[attr-defined]
+            busy = [c for c in conns if not c.is_idle() and not c.is_closed()]
+            if busy:
+                log.debug("busy connections: %s", busy)
+            return len(busy)
+        except AttributeError:
+            return None
 
     # ------------------------------------------------------------------ streaming
     async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:

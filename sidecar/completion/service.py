@@ -241,6 +241,11 @@ class CompletionService:
         out = await self.run_stream(ctx, filt, on_delta)
         return out.error is None
 
+    def busy_connections(self) -> int | None:
+        """Upstream connections currently carrying a request (None when unknown)."""
+        fn = getattr(self.backend, "busy_connections", None)
+        return fn() if fn else None
+
     def recent_ttft_ms(self) -> float | None:
         """Median of the last 20 upstream TTFTs in ms (None before the first)."""
         xs = self.metrics.recent("upstream_ttft")[-20:]

@@ -143,6 +143,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             return {"ready": False}
         snap = ls.service.metrics.snapshot()
         snap["status"] = ls.service.status("ready")
+        snap["runtime"] = {
+            "tasks": len(asyncio.all_tasks()),
+            **ls.service.scheduler.snapshot(),
+            "busy_connections": ls.service.busy_connections(),
+        }
         return snap
 
     @server.command(CMD_SET_MODE)
