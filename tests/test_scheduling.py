@@ -240,3 +240,20 @@ async def test_cancel_storm_answers_everything_and_leaks_nothing(tmp_path, sim):
     assert rt["busy_connections"] == 0
     assert rt["tasks"] <= base + 2, (base, rt)
     assert all(r.ended_at is not None for r in completions(sim)), "an upstream request was left open"
+
+
+async def test_spare_connection_after_abort_is_reused(tmp_path, sim):
+    sim.set_latency(LatencyModel(ttft_ms=50, tokens_per_s=20, seed=1))
+    sim.script(["total = sum(range(100)) + sum(range(200)) + sum(range(300))", "y"])
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        ed = Editor(client, "def f():\n    \n", 1, 4)
+        first = ed.ask()
+        await sim.wait_until(lambda: any(r.tokens_sent >= 2 for r in completions(sim)), timeout=5)
+        aborted = completions(sim)[0]
+        ed.type("#")  # diverges: the next request closes the stream, and with it its socket
+        second = ed.ask()
+        await asyncio.wait_for(asyncio.gather(first, second), 10)
+    spare = [r for r in sim.requests if r.path == "/v1/models"][-1]
+    new = completions(sim)[1]
+    assert spare.received_at > aborted.received_at
+    assert new.client_port == spare.client_port != aborted.client_port

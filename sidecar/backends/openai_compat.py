@@ -94,6 +94,14 @@ class OpenAICompatBackend:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def has_idle_connection(self) -> bool:
+        """True when the pool holds an idle keep-alive connection (True if unknown)."""
+        try:
+            conns = self._client._transport._pool.connections  # type: ignore[attr-defined]
+        except AttributeError:
+            return True
+        return any(c.is_idle() for c in conns)
+
     def busy_connections(self) -> int | None:
         """Pooled connections that are not idle (a diagnostic; None if httpx changes its
         internals)."""

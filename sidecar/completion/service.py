@@ -156,6 +156,12 @@ class CompletionService:
         if self._prewarm_task is None or self._prewarm_task.done():
             self._prewarm_task = asyncio.ensure_future(self.backend.prewarm())
 
+    def _spare_connection(self) -> None:
+        has_idle = getattr(self.backend, "has_idle_connection", None)
+        if has_idle is not None and not has_idle():
+            self.metrics.count("upstream.spare_prewarms")
+            self._prewarm()
+
     def on_keystroke(self) -> None:
         """Called on every document change: re-open the pooled connection if it has been
         idle long enough for the keep-alive to expire, so the next completion skips the
@@ -224,6 +230,9 @@ class CompletionService:
                 return out
             except asyncio.CancelledError:
                 self.metrics.count("upstream.cancelled")
+                # Closing a stream mid-way closes its socket (HTTP/1.1); open a spare one
+                # now so the next request does not pay for a TCP and TLS handshake.
+                self._spare_connection()
                 raise
             break
         t_end = time.perf_counter()

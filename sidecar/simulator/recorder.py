@@ -62,6 +62,7 @@ class RecordedRequest:
         disconnected: the client went away before the end.
         disconnected_at: when that was noticed.
         fault: kind of the fault applied (``"status"``, ``"stall"``, ...), or ``None``.
+        client_port: the client's source port (requests on one keep-alive connection share it).
     """
 
     index: int
@@ -85,6 +86,7 @@ class RecordedRequest:
     disconnected: bool = False
     disconnected_at: float | None = None
     fault: str | None = None
+    client_port: int | None = None  # the client's TCP port: equal ports mean one reused connection
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copy of all fields."""

@@ -317,6 +317,7 @@ class SimulatedBackend:
             received_at=received_at,
             trace_id=uuid.uuid4().hex,
             stream=isinstance(body, dict) and body.get("stream") is True,
+            client_port=_peer_port(request),
         )
         self._recorder.add(record)
         logger.debug("request #%d %s %s", record.index, record.method, record.path)
@@ -439,3 +440,8 @@ class SimulatedBackend:
                 request, record, shape, plan, params.prompt_tokens, fault, latency, self._recorder.changed
             )
         return await respond_whole(request, record, shape, plan, params.prompt_tokens, fault, latency)
+
+
+def _peer_port(request: web.Request) -> int | None:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return peer[1] if isinstance(peer, tuple) and len(peer) >= 2 else None
