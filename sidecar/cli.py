@@ -34,6 +34,9 @@ def _serve(_args: argparse.Namespace) -> int:
             engine = getattr(svc.backend, "engine", None)
             if engine is not None:
                 engine.stop_sync()
+            if svc.cache is not None and svc.cache.store is not None:
+                svc.cache.store.stop_sync()
+                svc.cache.store.flush_sync()
     return 0
 
 

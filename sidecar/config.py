@@ -66,7 +66,11 @@ class Settings:
     debounce_max_ms: int = 400
     first_line_deadline_ms: int = 250
     max_concurrent_streams: int = 4
+    cache_enabled: bool = True
     cache_path: str | None = None
+    cache_max_entries: int = 20000
+    cache_max_bytes: int = 64 * 1024 * 1024
+    cache_ttl_s: int = 86400
     log_level: str = "warning"
 
     # ------------------------------------------------------------------ derived
@@ -103,6 +107,13 @@ class Settings:
             return "SmolLM2-135M-Instruct"
         return "default"
 
+    @property
+    def resolved_cache_path(self) -> Path:
+        """``cache_path``, or ``<platform cache dir>/sidecar/completions.sqlite3``."""
+        if self.cache_path:
+            return Path(self.cache_path).expanduser()
+        return Path(platformdirs.user_cache_dir(APP_NAME)) / "completions.sqlite3"
+
     def public_dict(self) -> dict[str, Any]:
         """Settings as a dict with the API key redacted (safe to log or send to the editor)."""
         d = dataclasses.asdict(self)
@@ -110,6 +121,7 @@ class Settings:
         d["resolved_provider"] = self.resolved_provider
         d["resolved_base_url"] = self.resolved_base_url
         d["resolved_model"] = self.resolved_model
+        d["resolved_cache_path"] = str(self.resolved_cache_path)
         return d
 
 
@@ -137,6 +149,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "debounce_max_ms": (0, 5000),
     "first_line_deadline_ms": (0, 60000),
     "max_concurrent_streams": (1, 64),
+    "cache_max_entries": (100, 10_000_000),
+    "cache_max_bytes": (1 << 20, 1 << 40),
+    "cache_ttl_s": (1, 10 * 365 * 86400),
 }
 
 # Environment variable -> setting key.
@@ -148,6 +163,7 @@ ENV_VARS = {
     "SIDECAR_MODE": "mode",
     "SIDECAR_PROVIDER": "provider",
     "SIDECAR_CACHE_PATH": "cache_path",
+    "SIDECAR_CACHE": "cache_enabled",
     "SIDECAR_SILICONFLOW_REGION": "siliconflow_region",
     "SIDECAR_FIM": "fim",
     "SIDECAR_MAX_TOKENS": "max_tokens",

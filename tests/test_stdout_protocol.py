@@ -79,7 +79,19 @@ def test_stdout_is_only_lsp_frames(tmp_path):
                 continue  # a frame is still arriving
             if {1, 2, 3, 4, 5} <= {m.get("id") for m in got}:
                 break
+    # LSP: the client sends exit only after the shutdown response.
     proc.stdin.write(frame({"jsonrpc": "2.0", "id": 6, "method": "shutdown"}))
+    proc.stdin.flush()
+    while time.monotonic() < deadline and 6 not in {m.get("id") for m in got}:
+        if select.select([fd], [], [], 1.0)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            try:
+                got = parse_frames(buf)
+            except (ValueError, KeyError, AssertionError):
+                continue
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
     proc.stdin.flush()
     rest, err = proc.communicate(timeout=30)

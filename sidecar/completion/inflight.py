@@ -13,11 +13,14 @@ The same test serves typing-through a finished suggestion (the stream is done).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Awaitable, Callable
 
 from .context import CompletionContext
 from .postprocess import StreamFilter, clean
+
+log = logging.getLogger(__name__)
 
 
 class InflightStream:
@@ -39,6 +42,7 @@ class InflightStream:
         self.done = False
         self.aborted = False
         self.failed = False
+        self.outcome: str | None = None  # complete | partial | error | aborted
         self._waiters: list[asyncio.Future[None]] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -69,14 +73,25 @@ class InflightStream:
         return clean(produced[len(typed):], ctx)
 
     # ------------------------------------------------------------------ task
-    def run(self, pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[bool]]) -> None:
+    def run(self, pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[str]],
+            on_end: Callable[[InflightStream], None] | None = None) -> None:
+        """Start pumping. ``pump`` returns ``complete``, ``partial`` (cut, deadline) or
+        ``error``; ``on_end(self)`` runs once the stream is over, however it ended."""
+
         async def body() -> None:
             try:
-                ok = await pump(self.filter, self._on_delta)
-                self.failed = not ok
+                self.outcome = await pump(self.filter, self._on_delta)
+                self.failed = self.outcome == "error"
             finally:
                 self.done = True
+                if self.outcome is None:
+                    self.outcome = "aborted"
                 self._wake()
+                if on_end is not None:
+                    try:
+                        on_end(self)
+                    except Exception:  # noqa: BLE001 - a cache problem must not break a stream
+                        log.exception("stream end hook failed")
 
         self.task = asyncio.ensure_future(body())
 

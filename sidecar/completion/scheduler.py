@@ -32,7 +32,7 @@ from typing import Any, Callable
 from .context import CompletionContext
 from .debounce import Cadence, debounce_ms
 from .inflight import InflightStream
-from .postprocess import StreamFilter
+from .postprocess import StreamFilter, clean
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +89,16 @@ class Scheduler:
     ``pump(ctx, filt, on_delta) -> bool`` runs one upstream stream into ``filt`` (True
     when it ended without an upstream error); ``settings()`` returns the live settings;
     ``recent_ttft_ms()`` the backend's recent median TTFT or None; ``on_update(req, text,
-    done, seq)`` sends one update notification; ``metrics`` has ``count``/``observe``.
+    done, seq)`` sends one update notification; ``metrics`` has ``count``/``observe``;
+    ``cache`` (a ``CompletionCache`` or None) is asked before going upstream and receives
+    every stream's text at its end, under ``cache_key(ctx)``.
     """
 
-    def __init__(self, *, pump, settings, recent_ttft_ms, on_update: UpdateSink, metrics) -> None:
+    def __init__(self, *, pump, settings, recent_ttft_ms, on_update: UpdateSink, metrics,
+                 cache=None, cache_key=None) -> None:
         self._pump = pump
+        self._cache = cache
+        self._cache_key = cache_key
         self._settings = settings
         self._ttft = recent_ttft_ms
         self._on_update = on_update
@@ -178,6 +183,16 @@ class Scheduler:
             if not s.done and s.close():
                 self.metrics.count("sched.streams_aborted")
 
+        if self._cache is not None:
+            hit = await self._cache.lookup(self._cache_key(req.ctx))
+            if hit is not None:
+                rem = clean(hit.text[hit.typed:], req.ctx)
+                if rem:
+                    self.metrics.count(f"sched.cache_hits.{hit.layer}")
+                    return Answer(rem, f"cache_{hit.layer}")
+            if req.superseded.is_set():
+                return None
+
         st = self._settings()
         wait = debounce_ms(
             invoked=req.invoked, cadence_ms=doc.cadence.interval_ms(),
@@ -193,11 +208,20 @@ class Scheduler:
         s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix)
         doc.stream = s
         self.metrics.count("sched.streams_started")
-        s.run(lambda filt, on_delta: self._run_pump(req.ctx, filt, on_delta))
+        s.run(lambda filt, on_delta: self._run_pump(req.ctx, filt, on_delta), self._stream_ended)
         got = await self._follow(req, s, "")
         return None if got is _DIVERGED else got  # type: ignore[return-value]
 
-    async def _run_pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> bool:
+    def _stream_ended(self, s: InflightStream) -> None:
+        if s.aborted:
+            self.metrics.count("sched.streams_ended.aborted")
+        if self._cache is None or s.failed:
+            return
+        stored = self._cache.put(self._cache_key(s.ctx), s.text, partial=s.outcome != "complete")
+        if stored:
+            self.metrics.count("cache.stored_partial" if s.outcome != "complete" else "cache.stored")
+
+    async def _run_pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> str:
         st = self._settings()
         if self._slots is None or self._slots_size != st.max_concurrent_streams:
             self._slots = asyncio.Semaphore(st.max_concurrent_streams)

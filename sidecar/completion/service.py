@@ -24,6 +24,7 @@ from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
 from ..config import Settings
 from ..metrics import Metrics
 from . import tokens
+from .cache import CacheKey, CompletionCache
 from .context import CompletionContext
 from .postprocess import StreamFilter
 from .prompt import build_request, choose_strategy
@@ -63,6 +64,7 @@ class StreamOutcome:
     wait_ms: float = 0.0  # waiting for the backend to be ready (cold engine start)
     upstream_ms: float = 0.0
     error: BackendError | None = None
+    deadline_hit: bool = False
 
 
 class CompletionService:
@@ -85,16 +87,28 @@ class CompletionService:
         self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
+        self._cache_opened = False
         self.backend = build_backend(settings)
+        self.cache: CompletionCache | None = None
+        if settings.cache_enabled:
+            self.cache = CompletionCache(
+                settings.resolved_cache_path, max_entries=settings.cache_max_entries,
+                max_bytes=settings.cache_max_bytes, ttl_s=settings.cache_ttl_s,
+            )
         self.scheduler = Scheduler(
             pump=self._pump, settings=lambda: self.settings, recent_ttft_ms=self.recent_ttft_ms,
             on_update=on_update or (lambda *_a: None), metrics=self.metrics,
+            cache=self.cache, cache_key=self.cache_key,
         )
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Open the upstream connection (or start the local engine) ahead of the first keystroke."""
+        """Open the upstream connection (or start the local engine) ahead of the first
+        keystroke, and the cache file."""
         self._prewarm()
+        if self.cache is not None and not self._cache_opened:
+            self._cache_opened = True
+            await self.cache.open()
         self._spawn(self._report_ready())
         # Load the tokenizer's BPE table (~0.1 s) off the keystroke path.
         self._spawn(asyncio.to_thread(tokens.encoding))
@@ -143,6 +157,8 @@ class CompletionService:
 
     async def aclose(self) -> None:
         self.scheduler.close_all()
+        if self.cache is not None:
+            await self.cache.close()
         for t in list(self._bg):
             t.cancel()
         await self.backend.aclose()
@@ -218,6 +234,7 @@ class CompletionService:
                                 self.metrics.count("upstream.closed_early")
                                 break
             except TimeoutError:
+                out.deadline_hit = True
                 self.metrics.count("upstream.deadline")
                 log.info("deadline of %d ms reached with %d chars", s.request_timeout_ms, len(filt.raw))
             except BackendError as err:
@@ -246,9 +263,17 @@ class CompletionService:
             self.metrics.count("upstream.truncated")
         return out
 
-    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> bool:
+    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
         out = await self.run_stream(ctx, filt, on_delta)
-        return out.error is None
+        if out.error is not None:
+            return "error"
+        return "partial" if (out.info.truncated or out.deadline_hit) else "complete"
+
+    def cache_key(self, ctx: CompletionContext) -> CacheKey:
+        """The cache key of a context on the current backend and model."""
+        b = self.backend
+        return CacheKey(backend=f"{b.kind}:{getattr(b, 'base_url', '')}", model=b.model,
+                        language=ctx.language, prefix=ctx.prefix, suffix=ctx.suffix)
 
     def busy_connections(self) -> int | None:
         """Upstream connections currently carrying a request (None when unknown)."""

@@ -1,0 +1,465 @@
+"""One benchmark run: a simulated backend process, a sidecar process, and the typist.
+
+The editor model is VS Code's: every key press is one incremental
+``textDocument/didChange`` followed by one ``textDocument/inlineCompletion`` request
+(trigger kind Automatic). In the ``sidecar`` run the client also sends
+``$/cancelRequest`` for its previous request if that one is still unanswered; by default
+(``cancel="before"``) the cancel goes out before the new request, the order VS Code
+uses (a document change cancels the running provider call, then the next call starts).
+``cancel="after"`` sends it just after the new request, ``"never"`` not at all. In the
+``naive`` run the client never cancels (the naive baseline is a request per keystroke
+with no debounce, no cancel and no cache, and the server's ``scheduling = "naive"`` runs
+every stream to its end).
+
+At a pause (see :mod:`sidecar.bench.typist`) the bench looks at the request of the last
+key before the pause: its time to suggestion is from that key to its answer, if the
+answer arrived before the pause ended and has text. The first
+``sidecar/inlineCompletionUpdate`` with text for the same document version is recorded
+too. At the end of the pause, if the answer's text is a prefix of the true rest of the
+region, the typist accepts it: one ``didChange`` inserting it, then the item's
+``sidecar.acceptCompletion`` command; typing goes on after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from lsprotocol import types
+
+from ..demo.client import ServerSession
+from ..demo.report import ghost_text
+from ..demo.runner import default_server_command, server_environment
+from ..demo.typist import position_at
+from .truth import TrueFile
+from .typist import FilePlan
+
+MODES = {"sidecar": "adaptive", "naive": "naive"}
+GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+
+
+@dataclass
+class RunOptions:
+    """Settings shared by the runs of one benchmark. ``latency`` holds
+    :class:`~sidecar.simulator.LatencyModel` keys (ms, tokens/s)."""
+
+    seed: int = 0
+    latency: dict[str, Any] = field(
+        default_factory=lambda: {"ttft_ms": 400.0, "ttft_jitter": 0.3, "tokens_per_s": 50.0}
+    )
+    wrong_rate: float = 0.25
+    warmup_s: float = 1.0  # after opening a document, before the first key
+    grace_s: float = 10.0  # after the last key, for outstanding answers
+    cancel: str = "before"  # sidecar run: "before" / "after" the new request (VS Code: before), or "never"
+    startup_timeout_s: float = 60.0
+
+
+@dataclass
+class LspRequest:
+    """One LSP request the bench sent. Times are ``time.monotonic()`` seconds."""
+
+    id: str
+    kind: str  # "inline" or "command"
+    uri: str
+    version: int
+    cursor: int
+    sent: float
+    line_before: str = ""
+    answered: float | None = None
+    text: str = ""
+    item: Any = None
+    error: str | None = None
+    cancel_sent: bool = False
+
+    def to_dict(self, t0: float) -> dict[str, Any]:
+        return {
+            "id": self.id, "kind": self.kind, "uri": self.uri, "version": self.version,
+            "sent_s": round(self.sent - t0, 4),
+            "latency_ms": None if self.answered is None else round((self.answered - self.sent) * 1000, 2),
+            "text": self.text, "error": self.error, "cancel_sent": self.cancel_sent,
+        }
+
+
+@dataclass
+class PauseRecord:
+    """One pause of the typist and what the editor showed during it."""
+
+    file: str
+    kind: str
+    key_index: int
+    line: int
+    column: int
+    duration_ms: float
+    request_id: str
+    tts_ms: float | None = None  # to the first answer with text, if within the pause
+    update_ms: float | None = None  # to the first update notification with text, if within
+    update_text: str | None = None  # the latest update's text at the end of the pause
+    answered_empty_ms: float | None = None  # answered within the pause, but with nothing
+    suggestion: str | None = None
+    correct: bool = False
+    accepted: bool = False
+
+
+class _LogTrap(logging.Handler):
+    """Keeps pygls client warnings (late answers, cancelled ids) out of the table."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.messages) < 50:
+            self.messages.append(record.getMessage().splitlines()[0][:300])
+
+
+def _describe(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    text = str(exc) or type(exc).__name__
+    return f"error {code}: {text}" if code is not None else text
+
+
+class ModeRun:
+    """Type every plan into one sidecar started in ``mode`` (``sidecar`` or ``naive``)."""
+
+    def __init__(self, mode: str, plans: list[FilePlan], opts: RunOptions, workdir: Path,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r} (expected one of {sorted(MODES)})")
+        self.mode = mode
+        self.plans = plans
+        self.opts = opts
+        self.workdir = workdir / mode
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.progress = progress or (lambda _m: None)
+        self.session = ServerSession(on_update=self._on_update)
+        self.requests: list[LspRequest] = []
+        self.commands: list[LspRequest] = []
+        self.pauses: list[PauseRecord] = []
+        self.first_update: dict[tuple[str, int], float] = {}
+        self.latest_update: dict[tuple[str, int], str] = {}
+        self.updates = 0
+        self.keys_typed = 0
+        self.accepts = 0
+        self.accepted_chars = 0
+        self.key_lateness_ms: list[float] = []
+        self.errors: list[str] = []
+        self._seq = 0
+        self._pending: set[asyncio.Future] = set()
+        if opts.cancel not in ("before", "after", "never"):
+            raise ValueError(f"cancel must be 'before', 'after' or 'never', got {opts.cancel!r}")
+        self.cancel_order = opts.cancel if mode == "sidecar" else "never"
+
+    # -------------------------------------------------------------- processes
+    async def _start_sim(self) -> tuple[asyncio.subprocess.Process, str]:
+        url_file = self.workdir / "sim-url.txt"
+        spec = {
+            "files": [TrueFile(p.name, p.text, p.start, p.end).to_dict() for p in self.plans],
+            "seed": self.opts.seed,
+            "wrong_rate": self.opts.wrong_rate,
+            "latency": {**self.opts.latency, "seed": self.opts.seed},
+            "url_file": str(url_file),
+        }
+        spec_path = self.workdir / "sim-spec.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        self._sim_log = open(self.workdir / "sim-stderr.log", "wb")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sidecar.bench.simproc", str(spec_path),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=self._sim_log,
+            env=server_environment(None, default_command=True),
+        )
+        deadline = time.monotonic() + 30
+        while not url_file.exists():
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the simulated backend did not start (see {self.workdir / 'sim-stderr.log'})")
+            await asyncio.sleep(0.05)
+        return proc, url_file.read_text().strip()
+
+    async def _stop_sim(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+        self._sim_log.close()
+
+    async def _sim_records(self, base_url: str) -> list[dict[str, Any]]:
+        import aiohttp
+
+        url = base_url[: -len("/v1")] + "/_sim/requests"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                data = await resp.json()
+        keep = ("index", "path", "received_at", "first_token_at", "ended_at", "tokens_sent",
+                "tokens_total", "text_sent", "finish_reason", "completed", "disconnected",
+                "disconnected_at", "status")
+        return [{k: r.get(k) for k in keep} for r in data]
+
+    def _server_env(self, base_url: str) -> dict[str, str]:
+        env = server_environment(
+            {
+                "SILICONFLOW_API_KEY": "sk-bench",
+                "SIDECAR_BASE_URL": base_url,
+                "SIDECAR_SCHEDULING": MODES[self.mode],
+                "SIDECAR_CONFIG": str(self.workdir / "no-config.toml"),
+                "SIDECAR_LOG_LEVEL": "warning",
+                "XDG_CACHE_HOME": str(self.workdir / "cache"),
+                "XDG_STATE_HOME": str(self.workdir / "state"),
+            },
+            default_command=True,
+        )
+        keep = {"SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_SCHEDULING", "SIDECAR_CONFIG", "SIDECAR_LOG_LEVEL"}
+        return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
+
+    # -------------------------------------------------------------- the run
+    async def run(self) -> dict[str, Any]:
+        trap = _LogTrap()
+        pygls_log = logging.getLogger("pygls")
+        old_propagate = pygls_log.propagate
+        pygls_log.addHandler(trap)
+        pygls_log.propagate = False
+        sim, base_url = await self._start_sim()
+        records: list[dict[str, Any]] = []
+        stats: dict[str, Any] | None = None
+        t0 = time.monotonic()
+        started = ended = t0
+        try:
+            root = Path(self.plans[0].path).resolve().parent.as_uri()
+            await self.session.start(default_server_command(), self._server_env(base_url), root,
+                                     timeout_s=self.opts.startup_timeout_s)
+            started = time.monotonic()
+            for i, plan in enumerate(self.plans):
+                self.progress(f"{self.mode}: typing {plan.name} lines {plan.first_line}-{plan.last_line} "
+                              f"({len(plan.keys)} keys, file {i + 1}/{len(self.plans)})")
+                await self._type_file(plan)
+            await self._wait_answers(self.opts.grace_s)
+            ended = time.monotonic()
+            stats = await self.session.server_stats()
+        except Exception as exc:  # report, don't hide: the table shows the run failed
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            await self.session.close()
+            try:
+                records = await self._sim_records(base_url)
+            except Exception as exc:
+                self.errors.append(f"could not read the simulated backend's records: {exc}")
+            await self._stop_sim(sim)
+            pygls_log.removeHandler(trap)
+            pygls_log.propagate = old_propagate
+        return self._raw(t0, started, ended, records, stats, trap.messages)
+
+    async def _wait_answers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(r.answered is not None for r in self.requests + self.commands):
+                return
+            await asyncio.sleep(0.05)
+
+    async def _type_file(self, plan: FilePlan) -> None:
+        s = self.session
+        uri = Path(plan.path).resolve().as_uri()
+        s.open(uri, plan.language, plan.opened_text)
+        await asyncio.sleep(self.opts.warmup_s)
+        cursor = plan.start
+        t_last = time.monotonic()
+        last: LspRequest | None = None
+        while cursor < plan.end:
+            if not s.alive:
+                raise RuntimeError(f"the sidecar stopped (exit code {s.returncode}); stderr: {list(s.stderr_tail)[-5:]}")
+            k = plan.key_index_at(cursor)
+            key = plan.keys[k]
+            due = t_last + key.delay_s
+            now = time.monotonic()
+            if due > now:
+                await asyncio.sleep(due - now)
+            if key.pause and last is not None:
+                pause = self._judge_pause(plan, k, key.pause, last, t_last, cursor)
+                if pause.correct and pause.suggestion:
+                    pause.accepted = True
+                    t_last, last = self._accept(plan, uri, cursor, pause.suggestion, last, due)
+                    cursor += len(pause.suggestion)
+                    continue
+            text = plan.text[cursor:key.end]  # a whole key, or what is left of it after an accept
+            t_last, last = self._press(plan, uri, cursor, text, last, due)
+            self.keys_typed += 1
+            cursor += len(text)
+        if s.text != plan.document_at(cursor):
+            self.errors.append(f"{plan.name}: the bench's document diverged from the true file")
+        # Let the last answers of this file arrive before closing it.
+        await self._wait_answers(self.opts.grace_s)
+        s.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        s.uri = None
+
+    def _press(self, plan: FilePlan, uri: str, cursor: int, text: str, last: LspRequest | None,
+               due: float) -> tuple[float, LspRequest]:
+        """Insert ``text`` at ``cursor`` (one didChange) and ask for a completion."""
+        line, character = position_at(self.session.text, cursor)
+        self.session.insert(line, character, text, cursor)
+        t = time.monotonic()
+        self.key_lateness_ms.append((t - due) * 1000)
+        req = self._ask(uri, cursor + len(text), last)
+        return t, req
+
+    def _accept(self, plan: FilePlan, uri: str, cursor: int, suggestion: str, last: LspRequest,
+                due: float) -> tuple[float, LspRequest]:
+        item = last.item
+        t, req = self._press(plan, uri, cursor, suggestion, last, due)
+        self.accepts += 1
+        self.accepted_chars += len(suggestion)
+        cmd = getattr(item, "command", None)
+        if cmd is not None:
+            self._send(types.WORKSPACE_EXECUTE_COMMAND,
+                       types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                       "command", uri, 0, cursor, "")
+        return t, req
+
+    def _cancel(self, last: LspRequest | None) -> None:
+        if last is not None and last.answered is None and not last.cancel_sent:
+            last.cancel_sent = True
+            self.session.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=last.id))
+
+    def _ask(self, uri: str, cursor: int, last: LspRequest | None) -> LspRequest:
+        if self.cancel_order == "before":
+            self._cancel(last)
+        text = self.session.text
+        line, character = position_at(text, cursor)
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=character),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+        line_before = text[text.rfind("\n", 0, cursor) + 1:cursor]
+        req = self._send(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, "inline", uri,
+                         self.session.version, cursor, line_before)
+        if self.cancel_order == "after":
+            self._cancel(last)
+        return req
+
+    def _send(self, method: str, params: Any, kind: str, uri: str, version: int, cursor: int,
+              line_before: str) -> LspRequest:
+        self._seq += 1
+        req = LspRequest(f"{self.mode}-{self._seq}", kind, uri, version, cursor, time.monotonic(), line_before)
+        (self.requests if kind == "inline" else self.commands).append(req)
+        fut = self.session.client.protocol.send_request_async(method, params, msg_id=req.id)
+        self._pending.add(fut)
+        fut.add_done_callback(lambda f, r=req: self._answered(r, f))
+        return req
+
+    def _answered(self, req: LspRequest, fut: asyncio.Future) -> None:
+        self._pending.discard(fut)
+        req.answered = time.monotonic()
+        if fut.cancelled():
+            req.error = "cancelled in the client"
+            return
+        exc = fut.exception()
+        if exc is not None:
+            req.error = _describe(exc)
+            return
+        if req.kind != "inline":
+            return
+        result = fut.result()
+        items = list(result.items) if isinstance(result, types.InlineCompletionList) else list(result or [])
+        if items:
+            req.item = items[0]
+            req.text = ghost_text(items[0], req.line_before, len(req.line_before))
+
+    def _on_update(self, params: dict) -> None:
+        self.updates += 1
+        items = params.get("items") or []
+        first = items[0] if items else {}
+        text = first.get("insertText") if isinstance(first, dict) else None
+        if isinstance(text, dict):
+            text = text.get("value")
+        key = (params.get("uri"), params.get("version"))
+        self.latest_update[key] = text or ""
+        if text and key not in self.first_update:
+            self.first_update[key] = time.monotonic()
+
+    def _judge_pause(self, plan: FilePlan, k: int, kind: str, req: LspRequest, t_last: float,
+                     cursor: int) -> PauseRecord:
+        now = time.monotonic()
+        line, column = position_at(plan.text, cursor)
+        rec = PauseRecord(plan.name, kind, k, line + 1, column + 1, round((now - t_last) * 1000, 1), req.id)
+        if req.answered is not None and req.answered <= now:
+            ms = (req.answered - t_last) * 1000
+            if req.text:
+                rec.tts_ms = round(ms, 1)
+                rec.suggestion = req.text
+                rec.correct = plan.text[cursor:plan.end].startswith(req.text)
+            else:
+                rec.answered_empty_ms = round(ms, 1)
+        upd = self.first_update.get((req.uri, req.version))
+        if upd is not None and upd <= now:
+            rec.update_ms = round((upd - t_last) * 1000, 1)
+            rec.update_text = self.latest_update.get((req.uri, req.version))
+        self.pauses.append(rec)
+        return rec
+
+    # -------------------------------------------------------------- results
+    def _raw(self, t0: float, started: float, ended: float, records: list[dict[str, Any]],
+             stats: dict[str, Any] | None, client_warnings: list[str]) -> dict[str, Any]:
+        for r in records:
+            for k in ("received_at", "first_token_at", "ended_at", "disconnected_at"):
+                if r.get(k) is not None:
+                    r[k] = round(r[k] - t0, 4)
+        inline = self.requests
+        return {
+            "mode": self.mode,
+            "scheduling": MODES[self.mode],
+            "client_cancels_previous": self.cancel_order,
+            "wall_s": round(ended - started, 2),
+            "keys_typed": self.keys_typed,
+            "accepts": self.accepts,
+            "keystrokes": self.keys_typed + self.accepts,
+            "accepted_chars": self.accepted_chars,
+            "files": [
+                {"path": p.path, "first_line": p.first_line, "last_line": p.last_line,
+                 "planned_keys": len(p.keys), "planned_pauses": p.pause_count}
+                for p in self.plans
+            ],
+            "lsp": {
+                "inline_sent": len(inline),
+                "inline_answered": sum(1 for r in inline if r.answered is not None),
+                "commands_sent": len(self.commands),
+                "commands_answered": sum(1 for r in self.commands if r.answered is not None),
+                "cancels_sent": sum(1 for r in inline if r.cancel_sent),
+                "errors": sum(1 for r in inline if r.error),
+                "non_empty_answers": sum(1 for r in inline if r.text),
+                "update_notifications": self.updates,
+            },
+            "key_lateness_ms": _summary(self.key_lateness_ms),
+            "pauses": [asdict(p) for p in self.pauses],
+            "upstream": records,
+            "server_stats": stats,
+            "requests": [r.to_dict(t0) for r in inline],
+            "client_warnings": client_warnings,
+            "server_stderr_tail": list(self.session.stderr_tail),
+            "errors": self.errors,
+        }
+
+
+def _summary(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"count": 0, "mean": None, "max": None}
+    return {"count": len(xs), "mean": round(sum(xs) / len(xs), 2), "max": round(max(xs), 2)}
+
+
+async def run_modes(modes: list[str], plans: list[FilePlan], opts: RunOptions, workdir: Path,
+                    progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Run each mode in turn (each with its own backend and sidecar process)."""
+    out: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        out[mode] = await ModeRun(mode, plans, opts, workdir, progress).run()
+    return out
+
+
+__all__ = ["MODES", "ModeRun", "RunOptions", "run_modes"]
