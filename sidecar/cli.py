@@ -1,4 +1,4 @@
-"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``."""
+"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``, ``cache``."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ def _serve(_args: argparse.Namespace) -> int:
     logsetup.setup()
     errors: list[str] = []
     layers = []
-    for loader in (config.from_file, config.from_env):
-        try:
-            layers.append(loader())
-        except config.ConfigError as exc:
-            errors.append(str(exc))
-            layers.append({})
+    try:
+        layers.append(config.from_file(errors=errors))
+    except config.ConfigError as exc:  # not TOML at all
+        errors.append(str(exc))
+        layers.append({})
+    layers.append(config.from_env(errors=errors))
     from .lsp.server import create_server
 
     server = create_server(layers, errors)
@@ -56,6 +56,36 @@ def _config(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .completion.cache import CompletionCache
+
+    try:
+        s = config.build(config.from_file(), config.from_env())
+    except config.ConfigError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 2
+    path = s.resolved_cache_path
+    if not path.exists():
+        print(json.dumps({"path": str(path), "entries": 0, "bytes": 0, "exists": False}, indent=2))
+        return 0
+
+    async def run() -> dict:
+        cache = CompletionCache(path, max_entries=s.cache_max_entries, max_bytes=s.cache_max_bytes, ttl_s=s.cache_ttl_s)
+        await cache.open()
+        try:
+            if args.action == "clear":
+                return {"path": str(path), "cleared": await cache.clear()}
+            st = await cache.stats()
+            return {"path": str(path), **st["disk"], "persistent": st["persistent"]}
+        finally:
+            await cache.close()
+
+    print(json.dumps(asyncio.run(run()), indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
@@ -71,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("simulate", help="run the simulated OpenAI/SiliconFlow backend on 127.0.0.1 (see simulate --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
+    p = sub.add_parser("cache", help="show or clear the completion cache file")
+    p.add_argument("action", choices=("stats", "clear"))
+    p.set_defaults(fn=_cache)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "simulate":  # its own parser owns every option after the word
         from .simulator.__main__ import main as sim_main

@@ -237,20 +237,34 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     return out
 
 
-def normalize(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+# Keys editors send under the "sidecar" section that are not server settings.
+_EDITOR_ONLY = frozenset({"trace", "serverPath", "server_path", "python", "pythonPath", "enable", "enabled"})
+
+
+def normalize(raw: Mapping[str, Any], source: str, errors: list[str] | None = None) -> dict[str, Any]:
     """Validate a mapping of settings (snake_case or camelCase keys, optionally nested
     under a ``sidecar`` section) and return ``{setting: coerced value}``.
 
-    Raises ConfigError for an unknown key or an invalid value.
+    A ``None`` value means "not set" and is skipped. With ``errors`` None, the first
+    unknown key or invalid value raises ConfigError; with a list, each problem is appended
+    to it as a message and only that key is dropped, so one bad value never discards the
+    rest of its source.
     """
     if "sidecar" in raw and isinstance(raw["sidecar"], Mapping):
         raw = {**{k: v for k, v in raw.items() if k != "sidecar"}, **raw["sidecar"]}
     out: dict[str, Any] = {}
     for k, v in raw.items():
+        if v is None or k in _EDITOR_ONLY:
+            continue
         key = _ALIASES.get(k, k)
-        if key not in _FIELDS:
-            raise ConfigError(f"unknown setting '{k}' from {source}")
-        out[key] = _coerce(key, v, source)
+        try:
+            if key not in _FIELDS:
+                raise ConfigError(f"unknown setting '{k}' from {source} (ignored)")
+            out[key] = _coerce(key, v, source)
+        except ConfigError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
     return out
 
 
@@ -262,10 +276,11 @@ def config_file_path() -> Path:
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
-def from_file(path: Path | None = None) -> dict[str, Any]:
+def from_file(path: Path | None = None, errors: list[str] | None = None) -> dict[str, Any]:
     """Read and validate the TOML config file; a missing file gives ``{}``.
 
-    Raises ConfigError when the file is not valid TOML or holds an invalid setting.
+    Raises ConfigError when the file is not valid TOML, or (with ``errors`` None) holds
+    an invalid setting; see :func:`normalize` for ``errors``.
     """
     path = path or config_file_path()
     try:
@@ -274,17 +289,24 @@ def from_file(path: Path | None = None) -> dict[str, Any]:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    return normalize(data, f"config file {path}")
+    return normalize(data, f"config file {path}", errors)
 
 
-def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Settings from environment variables (see ``ENV_VARS``). Empty variables are ignored."""
+def from_env(environ: Mapping[str, str] | None = None, errors: list[str] | None = None) -> dict[str, Any]:
+    """Settings from environment variables (see ``ENV_VARS``). Empty variables are
+    ignored; an invalid one raises ConfigError, or with ``errors`` is reported there and
+    skipped alone."""
     environ = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for var, key in ENV_VARS.items():
         val = environ.get(var)
         if val:
-            out[key] = _coerce(key, val, f"environment variable {var}")
+            try:
+                out[key] = _coerce(key, val, f"environment variable {var}")
+            except ConfigError as exc:
+                if errors is None:
+                    raise
+                errors.append(str(exc))
     return out
 
 

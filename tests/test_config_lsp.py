@@ -64,8 +64,28 @@ async def test_invalid_values_are_reported_and_previous_kept(tmp_path, sim):
     assert any("max_tokens" in m and "'lots'" in m and "initializationOptions" in m for m in messages), messages
     assert any("temperature" in m and "between 0 and 2" in m for m in messages), messages
     assert any("unknown setting 'colour'" in m for m in messages), messages
-    assert models_used(sim) == ["m1", "m1"]  # the bad change was not applied, serving went on
+    # The bad value was dropped alone: the model from the same change applies.
+    assert models_used(sim) == ["m1", "m2"]
     assert result.items[0].insert_text == "done()"
+
+
+async def test_one_bad_environment_variable_keeps_the_others(tmp_path, sim):
+    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-x", SIDECAR_BASE_URL=sim.base_url, SIDECAR_MODE="turbo")
+    async with sidecar(env) as client:
+        open_doc(client, "file:///w/c.py", "x = \n")
+        result = await complete_once(client)
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"sidecar": {"apiKey": None, "trace": {"server": "verbose"}}})
+        )
+        await asyncio.sleep(0.3)
+        open_doc(client, "file:///w/d.py", "y = \n")
+        again = await complete_once(client, "file:///w/d.py")
+        messages = [m.message for m in client.messages]
+    assert any("SIDECAR_MODE" in m and "'turbo'" in m for m in messages), messages
+    assert result is not None and again is not None  # still on the cloud backend, key intact
+    reqs = [r for r in sim.requests if r.path.endswith("completions")]
+    assert len(reqs) == 2 and all(r.auth_present for r in reqs)
+    assert not any("trace" in m for m in messages)  # editor-only keys are not errors
 
 
 async def test_invalid_environment_value_is_reported(tmp_path, sim):

@@ -176,3 +176,59 @@ def test_engine_stops_when_sidecar_is_killed(tmp_path):
     proc.kill()  # SIGKILL: no atexit, only PR_SET_PDEATHSIG can help
     proc.wait(timeout=10)
     assert _gone(pid, 15)
+
+
+def test_malformed_params_get_invalid_params_not_silence(tmp_path):
+    """Requests whose params do not fit the LSP types are answered -32602, and garbage
+    notifications raise no popup."""
+    import os
+    import select
+    import time
+
+    uri = "file:///tmp/m.py"
+    inline = "textDocument/inlineCompletion"
+    bad = [
+        {"textDocument": {"uri": uri}, "position": {"line": -1, "character": 0}, "context": {"triggerKind": 2}},
+        {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}, "context": {"triggerKind": 7}},
+        {"textDocument": {"uri": uri}},
+        None,
+        "nonsense",
+    ]
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "a = 1\n"}}},
+        {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {}},
+        *({"jsonrpc": "2.0", "id": 10 + i, "method": inline, "params": p} for i, p in enumerate(bad)),
+        {"jsonrpc": "2.0", "id": 20, "method": "workspace/executeCommand", "params": {"command": "sidecar.setMode", "arguments": ["turbo"]}},
+    ]
+    env = sidecar_env(tmp_path, SIDECAR_BASE_URL="http://127.0.0.1:9/v1")
+    proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    for m in msgs:
+        proc.stdin.write(frame(m))
+    proc.stdin.flush()
+    want = {1, 20, *range(10, 10 + len(bad))}
+    buf, got = b"", []
+    deadline = time.monotonic() + 30
+    fd = proc.stdout.fileno()
+    while time.monotonic() < deadline and not want <= {m.get("id") for m in got}:
+        if select.select([fd], [], [], 0.5)[0]:
+            buf += os.read(fd, 65536)
+            try:
+                got = parse_frames(buf)
+            except (ValueError, KeyError, AssertionError):
+                continue
+    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 99, "method": "shutdown"}))
+    proc.stdin.flush()
+    time.sleep(0.3)
+    proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+    proc.stdin.flush()
+    rest, _err = proc.communicate(timeout=30)
+    frames = parse_frames(buf + rest)
+    answers = {m["id"]: m for m in frames if "id" in m and "method" not in m}
+    for i in range(len(bad)):
+        assert answers[10 + i]["error"]["code"] == -32602, answers.get(10 + i)
+    assert answers[20]["error"]["code"] == -32602
+    popups = [m for m in frames if m.get("method") == "window/showMessage" and "Error in server" in m["params"]["message"]]
+    assert not popups, popups

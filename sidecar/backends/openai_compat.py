@@ -161,33 +161,47 @@ class OpenAICompatBackend:
     async def _deltas(self, resp: httpx.Response, info: StreamInfo, chat: bool) -> AsyncIterator[str]:
         ctype = resp.headers.get("content-type", "")
         if "text/event-stream" not in ctype:
-            # Some servers answer a streaming request with one JSON body.
+            # Some servers answer a streaming request with one JSON body; anything else
+            # (an HTML page from a proxy or a wrong base URL) is an error worth naming.
             raw = await resp.aread()
-            text = _text_of(_loads(raw, info), chat, final=True)
+            obj = _loads(raw, info) if "json" in ctype or raw[:1] in (b"{", b"[") else None
+            if obj is None:
+                kind = ctype.split(";")[0] or "no content type"
+                raise BackendError(
+                    UNKNOWN,
+                    f"{self.name} answered with {kind}, not an event stream; is {self.base_url} an "
+                    f"OpenAI-compatible API base URL (ending in /v1)?",
+                    resp.status_code,
+                )
+            if "error" in obj:
+                raise BackendError(UNKNOWN, f"{self.name} reported an error: {_error_text(obj['error'])}", resp.status_code)
+            text = _text_of(obj, chat, final=True)
             if text:
                 info.first_token_at = time.perf_counter()
                 info.events += 1
                 yield text
             return
+        done = False
         try:
             async for sse in EventSource(resp).aiter_sse():
                 data = sse.data
-                if not data:
-                    continue
+                if done or not data:
+                    continue  # read to the end so the connection goes back to the pool
                 if data.strip() == "[DONE]":
-                    return
+                    done = True
+                    continue
                 obj = _loads(data.encode(), info)
                 if obj is None:
                     continue
-                if isinstance(obj, dict) and "error" in obj:
-                    err = obj["error"]
-                    msg = err.get("message") if isinstance(err, dict) else str(err)
-                    raise BackendError(UNKNOWN, f"{self.name} reported an error mid-stream: {msg}")
+                if "error" in obj:
+                    raise BackendError(UNKNOWN, f"{self.name} reported an error mid-stream: {_error_text(obj['error'])}")
                 info.events += 1
-                choices = obj.get("choices") if isinstance(obj, dict) else None
-                if isinstance(obj, dict) and obj.get("usage"):
+                choices = obj.get("choices")
+                if isinstance(obj.get("usage"), dict):
                     info.usage = obj["usage"]
-                if not choices:
+                if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                    if choices:
+                        info.malformed_events += 1
                     continue
                 choice = choices[0]
                 if choice.get("finish_reason"):
@@ -199,8 +213,14 @@ class OpenAICompatBackend:
                     yield text
         except SSEError as exc:  # pragma: no cover - content type checked above
             raise BackendError(UNKNOWN, f"{self.name} sent an invalid event stream: {exc}") from None
-        # The connection ended without [DONE].
-        info.truncated = True
+        if not done:  # the connection ended without [DONE]
+            info.truncated = True
+
+
+def _error_text(err: object) -> str:
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:300]
+    return str(err)[:300]
 
 
 def _loads(raw: bytes, info: StreamInfo) -> dict | None:

@@ -55,6 +55,7 @@ def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan]
         "warmup_s": opts.warmup_s,
         "grace_s": opts.grace_s,
         "cancel": opts.cancel,
+        "sidecar_settings": opts.settings,
         "typist": asdict(typist),
         "files": [
             {"path": p.path, "language": p.language, "first_line": p.first_line, "last_line": p.last_line,
@@ -77,6 +78,7 @@ async def run_bench(
     grace_s: float = 10.0,
     warmup_s: float = 1.0,
     cancel: str = "before",
+    settings: dict[str, str] | None = None,
     plot: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> BenchResult:
@@ -96,7 +98,8 @@ async def run_bench(
     for path in paths:
         text = path.read_text(encoding="utf-8")
         plans.append(plan_file(path, text, language_id(path), keystrokes, seed, typist))
-    opts = RunOptions(seed=seed, wrong_rate=wrong_rate, grace_s=grace_s, warmup_s=warmup_s, cancel=cancel)
+    opts = RunOptions(seed=seed, wrong_rate=wrong_rate, grace_s=grace_s, warmup_s=warmup_s, cancel=cancel,
+                      settings=dict(settings or {}))
     if latency:
         opts.latency = {**opts.latency, **latency}
     out = Path(out_dir)
@@ -150,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="in the sidecar run, send $/cancelRequest for the previous unanswered request "
                         "before the new request (VS Code's order, the default), just after it, or never; "
                         "the naive run never cancels")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a sidecar setting for both runs, written to its config file "
+                        "(e.g. --set debounce_max_ms=100); repeatable")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return p
 
@@ -160,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.keystrokes < 1:
         print("--keystrokes must be at least 1", file=sys.stderr)
         return 2
+    settings = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"--set takes KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        settings[key.strip()] = value.strip()
     files = args.files or [str(p) for p in default_files()]
     missing = [f for f in files if not Path(f).is_file()]
     if missing:
@@ -173,14 +186,17 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(run_bench(
             files, keystrokes=args.keystrokes, seed=args.seed, modes=modes, out_dir=args.out,
             latency={"ttft_ms": args.ttft_ms, "ttft_jitter": args.ttft_jitter, "tokens_per_s": args.tokens_per_s},
-            wrong_rate=args.wrong_rate, cancel=args.cancel, plot=not args.no_plot, progress=progress,
+            wrong_rate=args.wrong_rate, cancel=args.cancel, settings=settings, plot=not args.no_plot,
+            progress=progress,
         ))
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     lat = f"TTFT median {args.ttft_ms:g} ms (sigma {args.ttft_jitter:g}), {args.tokens_per_s:g} tokens/s"
     print(f"keystroke replay: {len(files)} file(s), seed {args.seed}, simulated backend {lat}, "
-          f"{100 * args.wrong_rate:g}% wrong answers")
+          f"{100 * args.wrong_rate:g}% wrong answers"
+          + (f", sidecar cancel order: {args.cancel}" if args.cancel != "before" else "")
+          + (f", settings {settings}" if settings else ""))
     print(result.table)
     for mode, s in result.summaries.items():
         print(f"{mode}: {s['keystrokes']} keystrokes ({s['keys_typed']} typed, {s['accepted']} accepts), "

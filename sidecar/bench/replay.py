@@ -58,6 +58,7 @@ class RunOptions:
     grace_s: float = 10.0  # after the last key, for outstanding answers
     cancel: str = "before"  # sidecar run: "before" / "after" the new request (VS Code: before), or "never"
     startup_timeout_s: float = 60.0
+    settings: dict[str, str] = field(default_factory=dict)  # sidecar settings for both runs (config file)
 
 
 @dataclass
@@ -137,7 +138,8 @@ class ModeRun:
         self.workdir = workdir / mode
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.progress = progress or (lambda _m: None)
-        self.session = ServerSession(on_update=self._on_update)
+        self.server_messages: list[str] = []
+        self.session = ServerSession(on_update=self._on_update, on_message=self._on_message)
         self.requests: list[LspRequest] = []
         self.commands: list[LspRequest] = []
         self.pauses: list[PauseRecord] = []
@@ -176,6 +178,7 @@ class ModeRun:
         deadline = time.monotonic() + 30
         while not url_file.exists():
             if proc.returncode is not None or time.monotonic() > deadline:
+                await self._stop_sim(proc)
                 raise RuntimeError(f"the simulated backend did not start (see {self.workdir / 'sim-stderr.log'})")
             await asyncio.sleep(0.05)
         return proc, url_file.read_text().strip()
@@ -202,13 +205,22 @@ class ModeRun:
                 "disconnected_at", "status")
         return [{k: r.get(k) for k in keep} for r in data]
 
+    def _config_file(self) -> Path:
+        """The sidecar's config file: the ``--set`` settings, or a path that does not exist
+        (so a user's own config file never leaks into a benchmark)."""
+        path = self.workdir / "config.toml"
+        if self.opts.settings:
+            path.write_text("".join(f"{k} = {json.dumps(str(v))}\n" for k, v in self.opts.settings.items()),
+                            encoding="utf-8")
+        return path
+
     def _server_env(self, base_url: str) -> dict[str, str]:
         env = server_environment(
             {
                 "SILICONFLOW_API_KEY": "sk-bench",
                 "SIDECAR_BASE_URL": base_url,
                 "SIDECAR_SCHEDULING": MODES[self.mode],
-                "SIDECAR_CONFIG": str(self.workdir / "no-config.toml"),
+                "SIDECAR_CONFIG": str(self._config_file()),
                 "SIDECAR_LOG_LEVEL": "warning",
                 "XDG_CACHE_HOME": str(self.workdir / "cache"),
                 "XDG_STATE_HOME": str(self.workdir / "state"),
@@ -220,12 +232,12 @@ class ModeRun:
 
     # -------------------------------------------------------------- the run
     async def run(self) -> dict[str, Any]:
+        sim, base_url = await self._start_sim()
         trap = _LogTrap()
         pygls_log = logging.getLogger("pygls")
         old_propagate = pygls_log.propagate
         pygls_log.addHandler(trap)
         pygls_log.propagate = False
-        sim, base_url = await self._start_sim()
         records: list[dict[str, Any]] = []
         stats: dict[str, Any] | None = None
         t0 = time.monotonic()
@@ -372,6 +384,10 @@ class ModeRun:
             req.item = items[0]
             req.text = ghost_text(items[0], req.line_before, len(req.line_before))
 
+    def _on_message(self, kind: str, text: str) -> None:
+        if kind != "status" and len(self.server_messages) < 50:
+            self.server_messages.append(f"{kind}: {text}")
+
     def _on_update(self, params: dict) -> None:
         self.updates += 1
         items = params.get("items") or []
@@ -442,6 +458,7 @@ class ModeRun:
             "server_stats": stats,
             "requests": [r.to_dict(t0) for r in inline],
             "client_warnings": client_warnings,
+            "server_messages": self.server_messages,
             "server_stderr_tail": list(self.session.stderr_tail),
             "errors": self.errors,
         }

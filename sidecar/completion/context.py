@@ -64,6 +64,10 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
     line longer than ``MAX_LINE_CHARS`` characters (minified code).
     """
     eol = detect_eol(text)
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    line_end = min((i for i in (text.find("\n", offset), text.find("\r", offset)) if i >= 0), default=len(text))
+    if line_end - line_start > MAX_LINE_CHARS:
+        raise NotCompletable(f"the cursor line is longer than {MAX_LINE_CHARS} characters")
     raw_prefix = text[max(0, offset - prefix_tokens * 8):offset]
     raw_suffix = text[offset:offset + suffix_tokens * 8 + MAX_LINE_CHARS]
     if "\x00" in raw_prefix[-4096:] or "\x00" in raw_suffix[:4096]:
@@ -74,8 +78,6 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
     line_prefix = raw_prefix[raw_prefix.rfind("\n") + 1:]
     nl = raw_suffix.find("\n")
     line_suffix = raw_suffix if nl < 0 else raw_suffix[:nl]
-    if len(line_prefix) + len(line_suffix) > MAX_LINE_CHARS:
-        raise NotCompletable(f"the cursor line is longer than {MAX_LINE_CHARS} characters")
     return CompletionContext(
         prefix=tokens.tail(raw_prefix, prefix_tokens),
         suffix=tokens.head(raw_suffix, suffix_tokens),

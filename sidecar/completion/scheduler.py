@@ -127,6 +127,12 @@ class Scheduler:
             if d.stream is not None and d.stream.close():
                 self.metrics.count("sched.streams_aborted")
 
+    def forget_streams(self) -> None:
+        """Drop finished streams, so nothing cached survives a cache clear."""
+        for d in self._docs.values():
+            if d.stream is not None and d.stream.done:
+                d.stream = None
+
     def close_all(self) -> None:
         """Close every running stream (a backend switch or shutdown)."""
         for uri in list(self._docs):

@@ -32,6 +32,8 @@ from .scheduler import Scheduler, UpdateSink
 
 log = logging.getLogger(__name__)
 
+ERROR_QUIET_S = 60.0
+
 # Fields whose change needs a new backend (and so a new connection pool or engine).
 _BACKEND_FIELDS = (
     "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",
@@ -70,8 +72,8 @@ class StreamOutcome:
 class CompletionService:
     """Runs completions against the configured backend.
 
-    ``on_error(err)`` is called once per distinct failure cause until a completion
-    succeeds again (the server turns it into one ``window/showMessage``); ``on_status(d)``
+    ``on_error(err)`` is called once per failure cause, and again only after that cause
+    was absent for a minute (the server turns it into one ``window/showMessage``); ``on_status(d)``
     receives ``sidecar/status`` payloads.
     """
 
@@ -82,7 +84,7 @@ class CompletionService:
         self.metrics = Metrics()
         self._on_error = on_error
         self._on_status = on_status or (lambda _d: None)
-        self._shown_errors: set[str] = set()
+        self._error_seen: dict[str, float] = {}  # cause -> monotonic time last seen
         self._rejected: dict[str, set[str]] = {}
         self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
@@ -150,7 +152,7 @@ class CompletionService:
         self.scheduler.close_all()
         self.backend = build_backend(settings)
         self._rejected.clear()
-        self._shown_errors.clear()
+        self._error_seen.clear()
         self._spawn(previous.aclose())
         await self.start()
         return True
@@ -188,10 +190,15 @@ class CompletionService:
 
     # ------------------------------------------------------------------ completion
     def _report(self, err: BackendError) -> None:
+        """Count an upstream error and show it to the user once per cause: again only after
+        the cause has been absent for ``ERROR_QUIET_S`` seconds (an intermittent 429 does
+        not pop up on every other keystroke)."""
         self.metrics.count(f"errors.{err.kind}")
         log.warning("upstream error (%s): %s", err.kind, err.message)
-        if err.kind not in self._shown_errors:
-            self._shown_errors.add(err.kind)
+        now = time.monotonic()
+        last = self._error_seen.get(err.kind)
+        self._error_seen[err.kind] = now
+        if last is None or now - last > ERROR_QUIET_S:
             self._on_error(err)
 
     async def run_stream(self, ctx: CompletionContext, filt: StreamFilter,
@@ -233,6 +240,8 @@ class CompletionService:
                             if stop:
                                 self.metrics.count("upstream.closed_early")
                                 break
+                if filt.done:  # closed before its end: the socket went with it
+                    self._spare_connection()
             except TimeoutError:
                 out.deadline_hit = True
                 self.metrics.count("upstream.deadline")
@@ -253,7 +262,6 @@ class CompletionService:
                 raise
             break
         t_end = time.perf_counter()
-        self._shown_errors.clear()
         out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
         if info.ttft_ms is not None:
             self.metrics.observe("upstream_ttft", info.ttft_ms)

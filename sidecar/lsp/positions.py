@@ -50,9 +50,10 @@ def line_bounds(text: str, line: int) -> tuple[int, int]:
 def offset_at(text: str, line: int, character: int, encoding: str = "utf-16") -> int:
     """String offset (code points) of an LSP position.
 
-    ``character`` is in ``encoding`` code units. Raises InvalidPosition for a line past
-    the end, a negative value, or a column past the end of the line (more than one past
-    the last unit) or in the middle of a character.
+    ``character`` is in ``encoding`` code units; a column past the end of its line means
+    the end of the line (LSP §Position: "it defaults back to the line length"). Raises
+    InvalidPosition for a line past the end, a negative value, or a column in the middle
+    of a character (inside a surrogate pair).
     """
     if character < 0:
         raise InvalidPosition(f"character {character} is negative")
@@ -61,7 +62,7 @@ def offset_at(text: str, line: int, character: int, encoding: str = "utf-16") ->
     i = start
     while units < character:
         if i >= end:
-            raise InvalidPosition(f"character {character} is past the end of line {line} ({units} {encoding} units)")
+            return end
         units += _units(text[i], encoding)
         i += 1
     if units != character:

@@ -15,7 +15,9 @@ import time
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from .. import __version__
 from ..backends.errors import BackendError
@@ -36,11 +38,41 @@ NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
 NOTIFY_STATUS = "sidecar/status"
 
 
+class _Unanswerable:
+    """Stands in for a message pygls could not structure (already answered with an error)."""
+
+    jsonrpc = "unanswerable"
+
+
+class SidecarProtocol(LanguageServerProtocol):
+    """pygls' protocol, except that a request whose params do not match the LSP types
+    (a negative line, a bad trigger kind, missing fields) is answered with -32602
+    InvalidParams instead of being dropped unanswered (JSON-RPC 2.0 §5.1)."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, JsonRpcInternalError):
+            if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
+                err = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+                self._send_response(data["id"], error=err.to_response_error())
+                return _Unanswerable()
+            raise
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _Unanswerable):
+            return
+        super().handle_message(message)
+
+
 class SidecarServer(LanguageServer):
     """pygls server holding the settings layers and the completion service."""
 
     def __init__(self, base_layers: list[dict[str, Any]], startup_errors: list[str]) -> None:
-        super().__init__("sidecar", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "sidecar", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=SidecarProtocol,
+        )
         self.base_layers = base_layers
         self.startup_errors = startup_errors
         self.init_layer: dict[str, Any] = {}
@@ -58,6 +90,11 @@ class SidecarServer(LanguageServer):
     def on_backend_error(self, err: BackendError) -> None:
         self.show(types.MessageType.Error if err.kind in ("bad_key", "model_not_found", "engine") else types.MessageType.Warning, err.message)
 
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log protocol-level garbage (malformed notifications and the like) to stderr; an
+        editor popup for it would only confuse the user."""
+        log.warning("ignored a message the server could not handle: %s", error)
+
     def send_status(self, payload: dict[str, Any]) -> None:
         self.protocol.notify(NOTIFY_STATUS, payload)
 
@@ -70,18 +107,27 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: SidecarServer, params: types.InitializeParams) -> None:
         opts = params.initialization_options
-        if isinstance(opts, dict) and opts:
-            try:
-                ls.init_layer = normalize(opts, "initializationOptions")
-            except ConfigError as exc:
-                ls.startup_errors.append(str(exc))
+        if isinstance(opts, dict):
+            ls.init_layer = normalize(opts, "initializationOptions", ls.startup_errors)
+        elif opts is not None:
+            ls.startup_errors.append(f"initializationOptions must be an object, got {type(opts).__name__}")
+        try:
+            ls.settings()
+        except ConfigError as exc:
+            ls.startup_errors.append(str(exc))
+            ls.init_layer = {}
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: SidecarServer, _params: types.InitializedParams) -> None:
         for msg in ls.startup_errors:
             ls.show(types.MessageType.Error, msg + " (using the previous or default value)")
         ls.startup_errors.clear()
-        settings = ls.settings()
+        try:
+            settings = ls.settings()
+        except ConfigError as exc:  # contradicting values across the base layers
+            ls.show(types.MessageType.Error, f"{exc} (using the defaults)")
+            ls.base_layers = [{}, {}]
+            settings = ls.settings()
         logging.getLogger("sidecar").setLevel(settings.log_level.upper())
         ls.service = CompletionService(
             settings, on_error=ls.on_backend_error, on_status=ls.send_status,
@@ -95,12 +141,20 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         raw = params.settings
         if not isinstance(raw, dict):
             return
+        errors: list[str] = []
+        layer = normalize(raw, "workspace/didChangeConfiguration", errors)
+        for msg in errors:
+            ls.show(types.MessageType.Error, f"{msg} (kept the previous value)")
+        # A key that failed keeps the value it had in the previous change, if any.
+        bad = {k for k in ls.change_layer if k not in layer}
+        previous = ls.change_layer
+        ls.change_layer = {**{k: previous[k] for k in bad if errors}, **layer}
         try:
-            layer = normalize(raw, "workspace/didChangeConfiguration")
+            ls.settings()
         except ConfigError as exc:
             ls.show(types.MessageType.Error, f"{exc} (kept the previous settings)")
+            ls.change_layer = previous
             return
-        ls.change_layer = layer
         if ls.service is not None:
             await ls.service.apply_settings(ls.settings())
 
@@ -138,10 +192,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
                 ls.service.metrics.count("accepted_chars", args[-1])
 
     @server.command(CMD_STATS)
-    def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+    async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
         if ls.service is None:
             return {"ready": False}
         snap = ls.service.metrics.snapshot()
+        snap["cache"] = await ls.service.cache.stats() if ls.service.cache else {"enabled": False}
         snap["status"] = ls.service.status("ready")
         snap["runtime"] = {
             "tasks": len(asyncio.all_tasks()),
@@ -154,7 +209,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
     async def on_set_mode(ls: SidecarServer, *args: Any) -> dict[str, Any]:
         mode = args[0] if args else None
         if mode not in ("cloud", "local", "auto"):
-            raise ValueError(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {mode!r}")
+            raise JsonRpcInvalidParams(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {mode!r}")
         return await _switch_mode(ls, mode)
 
     @server.command(CMD_TOGGLE_LOCAL)
@@ -163,8 +218,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         return await _switch_mode(ls, "cloud" if current == "local" else "local")
 
     @server.command(CMD_CLEAR_CACHE)
-    def on_clear_cache(_ls: SidecarServer, *_args: Any) -> dict[str, Any]:
-        return {"cleared": 0, "available": False, "message": "the completion cache is not available yet"}
+    async def on_clear_cache(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+        if ls.service is None or ls.service.cache is None:
+            return {"cleared": 0, "enabled": False}
+        ls.service.scheduler.forget_streams()
+        return {"cleared": await ls.service.cache.clear(), "enabled": True}
 
     return server
 
@@ -212,7 +270,11 @@ async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionPa
         try:
             start = offset_at(text, selected.range.start.line, selected.range.start.character, encoding)
         except InvalidPosition:
-            start = offset
+            start = -1
+        if not 0 <= start <= offset:  # a range we cannot use: ignore the menu item
+            log.info("ignored selectedCompletionInfo with an invalid range %s", selected.range)
+            selected = None
+    if selected is not None:
         lead = selected.text
         text = text[:start] + lead + text[offset:]
         offset = start + len(lead)
