@@ -89,7 +89,6 @@ class CompletionService:
         self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
-        self._cache_opened = False
         self.backend = build_backend(settings)
         self.cache: CompletionCache | None = None
         if settings.cache_enabled:
@@ -108,9 +107,8 @@ class CompletionService:
         """Open the upstream connection (or start the local engine) ahead of the first
         keystroke, and the cache file."""
         self._prewarm()
-        if self.cache is not None and not self._cache_opened:
-            self._cache_opened = True
-            await self.cache.open()
+        if self.cache is not None:
+            self._spawn(self.cache.open())  # lookups wait for it
         self._spawn(self._report_ready())
         # Load the tokenizer's BPE table (~0.1 s) off the keystroke path.
         self._spawn(asyncio.to_thread(tokens.encoding))

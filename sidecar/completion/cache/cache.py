@@ -9,6 +9,7 @@ an entry is marked partial; a later stream for the same key replaces it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -42,17 +43,23 @@ class CompletionCache:
     ``ttl_s`` seconds for both.
     """
 
-    def __init__(self, path: Path | None, *, max_entries: int, max_bytes: int, ttl_s: float) -> None:
+    def __init__(self, path: Path | str | None, *, max_entries: int, max_bytes: int, ttl_s: float) -> None:
+        path = Path(path) if path is not None else None
         self.path = path
         self.memory = MemoryLRU(max(100, max_entries // 10), max(1 << 20, max_bytes // 10), ttl_s)
         self.store = SqliteStore(path, max_entries=max_entries, max_bytes=max_bytes, ttl_s=ttl_s) if path else None
+        self._opening: asyncio.Future[bool] | None = None
         self.hits: Counter[str] = Counter()
         self.misses = 0
         self.writes = 0
 
     async def open(self) -> None:
-        if self.store is not None:
-            await self.store.open()
+        """Open the file (once; later calls wait for the first). Never raises."""
+        if self.store is None:
+            return
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self.store.open())
+        await asyncio.shield(self._opening)
 
     async def close(self) -> None:
         if self.store is not None:
@@ -61,6 +68,7 @@ class CompletionCache:
     async def lookup(self, key: CacheKey) -> CacheHit | None:
         """The entry for ``key`` or for ``key`` minus up to 64 typed characters whose text
         continues with those characters and has more after them; None on a miss."""
+        await self.open()
         probes = key.lookback()
         typed_of = {d: k for k, d in probes}
         now = time.time()

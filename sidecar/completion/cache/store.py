@@ -225,8 +225,9 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writes
     def enqueue(self, key: str, entry: Entry) -> None:
-        """Queue a row for the next batch; never blocks."""
-        if not self.enabled:
+        """Queue a row for the next batch; never blocks. Rows queued before the file is
+        open are written once it is."""
+        if self.disabled_reason is not None:
             return
         self._pending[key] = entry
         if len(self._pending) >= FLUSH_AT:
