@@ -224,10 +224,14 @@ class ModeRun:
                 "SIDECAR_LOG_LEVEL": "warning",
                 "XDG_CACHE_HOME": str(self.workdir / "cache"),
                 "XDG_STATE_HOME": str(self.workdir / "state"),
+                # The naive baseline has no cache; the sidecar's cache (if any) starts
+                # empty in this run's own directory.
+                "SIDECAR_CACHE": "true" if self.mode == "sidecar" else "false",
             },
             default_command=True,
         )
-        keep = {"SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_SCHEDULING", "SIDECAR_CONFIG", "SIDECAR_LOG_LEVEL"}
+        keep = {"SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_SCHEDULING", "SIDECAR_CONFIG",
+                "SIDECAR_LOG_LEVEL", "SIDECAR_CACHE"}
         return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
 
     # -------------------------------------------------------------- the run

@@ -69,14 +69,16 @@ class CompletionCache:
         """The entry for ``key`` or for ``key`` minus up to 64 typed characters whose text
         continues with those characters and has more after them; None on a miss."""
         await self.open()
-        probes = key.lookback()
-        typed_of = {d: k for k, d in probes}
+        probes: list[tuple[int, str]] = []
         now = time.time()
-        for k, d in probes:
+        for k in range(key.lookback_limit() + 1):  # digests computed as needed
+            d = key.digest(k)
+            probes.append((k, d))
             e = self.memory.get(d, now)
             if e is not None and _extends(e.text, key.prefix, k):
                 self.hits["memory"] += 1
                 return CacheHit(e.text, k, "memory", e.partial)
+        typed_of = {d: k for k, d in probes}
         if self.store is not None and self.store.enabled:
             rows = await self.store.get_many([d for _, d in probes])
             for d in sorted(rows, key=lambda d: typed_of[d]):

@@ -42,8 +42,11 @@ class CacheKey:
             h.update(data)
         return h.hexdigest()
 
-    def lookback(self, limit: int = LOOKBACK_CHARS) -> list[tuple[int, str]]:
-        """``[(k, digest)]`` for ``k`` = 0 .. limit typed characters on the cursor's line."""
+    def lookback_limit(self, limit: int = LOOKBACK_CHARS) -> int:
+        """How many typed characters to look back over: at most ``limit``, on the cursor's line."""
         line_start = self.prefix.rfind("\n") + 1
-        most = min(limit, len(self.prefix) - line_start)
-        return [(k, self.digest(k)) for k in range(most + 1)]
+        return min(limit, len(self.prefix) - line_start)
+
+    def lookback(self, limit: int = LOOKBACK_CHARS) -> list[tuple[int, str]]:
+        """``[(k, digest)]`` for ``k`` = 0 .. ``lookback_limit`` typed characters."""
+        return [(k, self.digest(k)) for k in range(self.lookback_limit(limit) + 1)]
