@@ -147,7 +147,8 @@ async def test_cancel_request_answers_32800_and_closes_upstream(tmp_path, sim):
         rec = await sim.wait_for_disconnect(completions(sim)[0].index, timeout=5)
     assert rec.disconnected and not rec.completed
     assert rec.tokens_sent < rec.tokens_total
-    assert rec.disconnected_at - t_cancel < 1.0
+    # Closed within 50 ms of the cancel: 25 ms of grace for a joining request, plus the close.
+    assert (rec.disconnected_at - t_cancel) * 1000 < 50
 
 
 async def test_native_fim_refused_falls_back_to_template(tmp_path, sim):

@@ -6,10 +6,10 @@ The wait adapts to three things:
    8, ignoring gaps over 2 s, which are pauses rather than rhythm). A person who types a
    key every 120 ms has paused once no key came for about 1.5 intervals, so waiting
    ``1.5 x median`` catches real pauses without firing between keys.
-2. **Cursor context.** Right after ``( . : = ,`` or an opening bracket the user usually
-   wants a suggestion now (factor 0.6); right after a word character the user is most
-   likely still typing that word (1.4); anywhere else, such as a blank line or after a
-   closing bracket at the end of a line, a normal wait (1.0).
+2. **Cursor context.** On a fresh line (blank or indentation only, just after Enter) and
+   right after ``( . : = ,`` or an opening bracket, people pause and want a suggestion
+   now (factor 0.6); right after a word character the user is most likely still typing
+   that word (1.4); anywhere else, such as after a closing bracket, a normal wait (1.0).
 3. **Backend time to first token.** A request that is superseded before its first token
    still costs its prompt tokens and a connection. The slower the backend, the more the
    debounce can grow without changing the felt latency much: the wait is at least a
@@ -36,10 +36,8 @@ _EAGER_AFTER = ("(", ".", ":", "=", ",", "[", "{", "->", "=>")
 def context_factor(line_prefix: str, line_suffix: str) -> float:
     """Multiplier for the cursor context (see module doc)."""
     stripped = line_prefix.rstrip()
-    if not stripped:
-        return 1.0  # blank or indented line: a fresh statement
-    if stripped.endswith(_EAGER_AFTER):
-        return 0.6
+    if not stripped or stripped.endswith(_EAGER_AFTER):
+        return 0.6  # a fresh line (after Enter) or right after ( . : = ,
     last = line_prefix[-1]
     if last.isalnum() or last == "_":
         return 1.4  # inside or at the end of a word that is still being typed

@@ -17,7 +17,9 @@ For each inline completion request of a document, in order:
    stream runs, send ``sidecar/inlineCompletionUpdate`` with the growing text; the last
    one has ``done: true``. A superseded request gets no more updates.
 
-A cancelled request (``$/cancelRequest``) closes its stream unless a newer request joined it.
+A cancelled request (``$/cancelRequest``) closes its stream unless a newer request joins it
+within ``CANCEL_GRACE_S`` (25 ms): editors cancel the old request just before they send
+the new one.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from .postprocess import StreamFilter, clean
 log = logging.getLogger(__name__)
 
 _DIVERGED = object()
+
+# How long the stream of a cancelled request waits for a newer request that may join it
+# (s). Keeps "closed within 50 ms of the cancel" with room for the close itself.
+CANCEL_GRACE_S = 0.025
 
 
 @dataclass
@@ -160,8 +166,13 @@ class Scheduler:
             answer = await self._schedule(doc, req)
         except asyncio.CancelledError:
             self.metrics.count("sched.cancelled")
-            if doc.latest is req and doc.stream is not None and doc.stream.close():
-                self.metrics.count("sched.streams_aborted")
+            if doc.latest is req and doc.stream is not None and not doc.stream.done:
+                # Editors cancel the old request just before sending the new one (VS Code
+                # does), and the new one may join this stream: close it only if no newer
+                # request has come within the grace period.
+                asyncio.get_running_loop().call_later(
+                    CANCEL_GRACE_S, self._close_if_orphaned, doc, req, doc.stream
+                )
             raise
         finally:
             req.finished = True
@@ -217,6 +228,10 @@ class Scheduler:
         s.run(lambda filt, on_delta: self._run_pump(req.ctx, filt, on_delta), self._stream_ended)
         got = await self._follow(req, s, "")
         return None if got is _DIVERGED else got  # type: ignore[return-value]
+
+    def _close_if_orphaned(self, doc: _Doc, req: Request, s: InflightStream) -> None:
+        if doc.latest is req and s.close():
+            self.metrics.count("sched.streams_aborted")
 
     def _stream_ended(self, s: InflightStream) -> None:
         if s.aborted:
