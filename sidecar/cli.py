@@ -46,11 +46,18 @@ def _demo(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
-def _config(_args: argparse.Namespace) -> int:
+def _settings() -> config.Settings | None:
+    """Settings from the config file and environment; None (after printing why) if invalid."""
     try:
-        s = config.build(config.from_file(), config.from_env())
+        return config.build(config.from_file(), config.from_env())
     except config.ConfigError as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
+        return None
+
+
+def _config(_args: argparse.Namespace) -> int:
+    s = _settings()
+    if s is None:
         return 2
     print(json.dumps({"config_file": str(config.config_file_path()), **s.public_dict()}, indent=2))
     return 0
@@ -61,10 +68,8 @@ def _cache(args: argparse.Namespace) -> int:
 
     from .completion.cache import CompletionCache
 
-    try:
-        s = config.build(config.from_file(), config.from_env())
-    except config.ConfigError as exc:
-        print(f"sidecar: {exc}", file=sys.stderr)
+    s = _settings()
+    if s is None:
         return 2
     path = s.resolved_cache_path
     if not path.exists():

@@ -4,8 +4,11 @@ client (no LSP library between us and the bytes) against the real local engine."
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -35,6 +38,25 @@ def parse_frames(data: bytes) -> list[dict]:
     return out
 
 
+def read_until(proc, buf: bytes, ids: set, timeout_s: float) -> tuple[bytes, list[dict]]:
+    """Read the server's stdout until responses with all ``ids`` arrived (or timeout)."""
+
+    deadline = time.monotonic() + timeout_s
+    fd = proc.stdout.fileno()
+    got: list[dict] = []
+    while time.monotonic() < deadline and not ids <= {m.get("id") for m in got}:
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            try:
+                got = parse_frames(buf)
+            except (ValueError, KeyError, AssertionError):
+                continue  # a frame is still arriving
+    return buf, got
+
+
 def test_stdout_is_only_lsp_frames(tmp_path):
     uri = "file:///tmp/s.py"
     text = "import math\n\ndef area(r):\n    return "
@@ -56,42 +78,12 @@ def test_stdout_is_only_lsp_frames(tmp_path):
     for m in msgs:
         proc.stdin.write(frame(m))
     proc.stdin.flush()
-    # Wait for the answers before shutting down: read frames until ids 1-5 are answered.
-    got: list[dict] = []
-    buf = b""
-    assert proc.stdout is not None
-    import os
-    import select
-    import time
-
-    deadline = time.monotonic() + 200
-    fd = proc.stdout.fileno()
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 1.0)
-        if r:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            try:
-                got = parse_frames(buf)
-            except (ValueError, KeyError, AssertionError):
-                continue  # a frame is still arriving
-            if {1, 2, 3, 4, 5} <= {m.get("id") for m in got}:
-                break
+    # Wait for the answers before shutting down.
+    buf, _ = read_until(proc, b"", {1, 2, 3, 4, 5}, 200)
     # LSP: the client sends exit only after the shutdown response.
     proc.stdin.write(frame({"jsonrpc": "2.0", "id": 6, "method": "shutdown"}))
     proc.stdin.flush()
-    while time.monotonic() < deadline and 6 not in {m.get("id") for m in got}:
-        if select.select([fd], [], [], 1.0)[0]:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            try:
-                got = parse_frames(buf)
-            except (ValueError, KeyError, AssertionError):
-                continue
+    buf, _ = read_until(proc, buf, {6}, 30)
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
     proc.stdin.flush()
     rest, err = proc.communicate(timeout=30)
@@ -110,9 +102,6 @@ def test_stdout_is_only_lsp_frames(tmp_path):
 
 
 def _start_and_get_engine_pid(tmp_path):
-    import os
-    import select
-    import time
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "sidecar", "serve"],
@@ -145,8 +134,6 @@ def _start_and_get_engine_pid(tmp_path):
 
 
 def _gone(pid: int, within_s: float) -> bool:
-    import os
-    import time
 
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -181,9 +168,6 @@ def test_engine_stops_when_sidecar_is_killed(tmp_path):
 def test_malformed_params_get_invalid_params_not_silence(tmp_path):
     """Requests whose params do not fit the LSP types are answered -32602, and garbage
     notifications raise no popup."""
-    import os
-    import select
-    import time
 
     uri = "file:///tmp/m.py"
     inline = "textDocument/inlineCompletion"
@@ -208,20 +192,10 @@ def test_malformed_params_get_invalid_params_not_silence(tmp_path):
     for m in msgs:
         proc.stdin.write(frame(m))
     proc.stdin.flush()
-    want = {1, 20, *range(10, 10 + len(bad))}
-    buf, got = b"", []
-    deadline = time.monotonic() + 30
-    fd = proc.stdout.fileno()
-    while time.monotonic() < deadline and not want <= {m.get("id") for m in got}:
-        if select.select([fd], [], [], 0.5)[0]:
-            buf += os.read(fd, 65536)
-            try:
-                got = parse_frames(buf)
-            except (ValueError, KeyError, AssertionError):
-                continue
+    buf, _ = read_until(proc, b"", {1, 20, *range(10, 10 + len(bad))}, 30)
     proc.stdin.write(frame({"jsonrpc": "2.0", "id": 99, "method": "shutdown"}))
     proc.stdin.flush()
-    time.sleep(0.3)
+    buf, _ = read_until(proc, buf, {99}, 30)
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
     proc.stdin.flush()
     rest, _err = proc.communicate(timeout=30)
