@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -11,9 +12,16 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
-from httpx_sse import aconnect_sse
+from httpx2 import EventSource
+
+
+@contextlib.asynccontextmanager
+async def aconnect_sse(client, method, url, **kw):
+    """A streamed request whose events are read with httpx2's EventSource."""
+    async with client.stream(method, url, headers={"Accept": "text/event-stream"}, **kw) as resp:
+        yield EventSource(resp)
 
 from sidecar.simulator import (
     SILICONFLOW_ERRORS,
@@ -53,7 +61,7 @@ async def read_stream(client, url, body):
     done = False
     async with aconnect_sse(client, "POST", url, json=body) as source:
         source.response.raise_for_status()
-        async for sse in source.aiter_sse():
+        async for sse in source.__aiter__():
             if sse.data == "[DONE]":
                 done = True
                 continue
@@ -260,7 +268,7 @@ async def test_cut_closes_mid_stream(sim, client):
     texts = []
     with pytest.raises(httpx.RemoteProtocolError):
         async with aconnect_sse(client, "POST", f"{sim.base_url}/completions", json=completion_body()) as source:
-            async for sse in source.aiter_sse():
+            async for sse in source.__aiter__():
                 assert sse.data != "[DONE]"
                 data = json.loads(sse.data)
                 if data["choices"]:
@@ -301,7 +309,7 @@ async def test_early_close_recorded_promptly(sim, client):
     sim.script(["tok " * 100])
     got = 0
     async with aconnect_sse(client, "POST", f"{sim.base_url}/completions", json=completion_body()) as source:
-        async for sse in source.aiter_sse():
+        async for sse in source.__aiter__():
             data = json.loads(sse.data)
             if data["choices"]:
                 got += 1
@@ -320,7 +328,7 @@ async def test_stall_then_client_close(sim, client):
     sim.inject(Fault.stall(after_tokens=2))
     tokens = 0
     async with aconnect_sse(client, "POST", f"{sim.base_url}/completions", json=completion_body()) as source:
-        events = source.aiter_sse()
+        events = source.__aiter__()
         while tokens < 2:
             if json.loads((await events.__anext__()).data)["choices"]:
                 tokens += 1

@@ -5,7 +5,8 @@ Facts it relies on (DESIGN.md §3):
 - HTTP/1.1 by default: closing a response closes its socket, and the engine stops
   generating. Over HTTP/2 httpx does not reset the stream, so the server keeps billing.
 - httpx timeouts are per phase; the caller wraps each request in an overall deadline.
-- SSE is parsed with httpx-sse (splits lines on CR/LF only, unlike ``aiter_lines``).
+- SSE is parsed with httpx2's ``EventSource`` (derived from httpx-sse: lines split on
+  CR/LF only, unlike ``aiter_lines``, and an event size limit).
   Events are ``data: {json}`` with text in ``choices[0].text`` (chat:
   ``choices[0].delta.content``), a final ``data: [DONE]``; chunks with empty
   ``choices`` and ``:`` comment lines are skipped; a malformed event is counted and skipped.
@@ -19,7 +20,7 @@ import time
 from typing import AsyncIterator
 
 import httpx2 as httpx
-from httpx_sse import EventSource, SSEError
+from httpx2 import EventSource, SSEError
 
 from .base import StreamInfo, UpstreamRequest
 from .errors import CONNECTION, TIMEOUT, UNKNOWN, BackendError, classify
@@ -183,7 +184,7 @@ class OpenAICompatBackend:
             return
         done = False
         try:
-            async for sse in EventSource(resp).aiter_sse():
+            async for sse in EventSource(resp):
                 data = sse.data
                 if done or not data:
                     continue  # read to the end so the connection goes back to the pool
@@ -211,7 +212,7 @@ class OpenAICompatBackend:
                     if not info.first_token_at:
                         info.first_token_at = time.perf_counter()
                     yield text
-        except SSEError as exc:  # pragma: no cover - content type checked above
+        except SSEError as exc:  # an oversized event; the content type was checked above
             raise BackendError(UNKNOWN, f"{self.name} sent an invalid event stream: {exc}") from None
         if not done:  # the connection ended without [DONE]
             info.truncated = True
