@@ -66,6 +66,9 @@ class Settings:
     debounce_max_ms: int = 400
     first_line_deadline_ms: int = 250
     max_concurrent_streams: int = 4
+    prefetch_enabled: bool = True
+    prefetch_max_concurrent: int = 1
+    prefetch_tokens_per_min: int | None = None  # None: 6,000 for cloud, 200,000 for a local engine
     cache_enabled: bool = True
     cache_path: str | None = None
     cache_max_entries: int = 20000
@@ -150,6 +153,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "first_line_deadline_ms": (0, 60000),
     "max_concurrent_streams": (1, 64),
     "cache_max_entries": (100, 10_000_000),
+    "prefetch_max_concurrent": (1, 16),
+    "prefetch_tokens_per_min": (0, 100_000_000),
     "cache_max_bytes": (1 << 20, 1 << 40),
     "cache_ttl_s": (1, 10 * 365 * 86400),
 }
@@ -164,6 +169,7 @@ ENV_VARS = {
     "SIDECAR_PROVIDER": "provider",
     "SIDECAR_CACHE_PATH": "cache_path",
     "SIDECAR_CACHE": "cache_enabled",
+    "SIDECAR_PREFETCH": "prefetch_enabled",
     "SIDECAR_SILICONFLOW_REGION": "siliconflow_region",
     "SIDECAR_FIM": "fim",
     "SIDECAR_MAX_TOKENS": "max_tokens",

@@ -26,6 +26,9 @@ def sidecar_env(tmp_path: Path, **env: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         XDG_STATE_HOME=str(tmp_path / "state"),
         SIDECAR_LOG_LEVEL="info",
+        # Speculative prefetch adds upstream requests of its own; tests that count upstream
+        # requests for other features run without it, and tests/test_prefetch.py turns it on.
+        SIDECAR_PREFETCH="false",
     )
     base.update(env)
     return base

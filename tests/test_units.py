@@ -152,3 +152,12 @@ def test_config_file(tmp_path):
     with pytest.raises(config.ConfigError, match="cannot read config file"):
         config.from_file(p)
     assert config.from_file(tmp_path / "missing.toml") == {}
+
+
+def test_end_of_line_keeps_a_next_line_suggestion():
+    ctx = ctx_of("def f(r):\n    result = r * r", "\n")
+    assert not ctx.multiline and not ctx.mid_line
+    text, stopped = feed_all(ctx, "\n    return result\n    print(result)\n")
+    assert text == "\n    return result" and stopped is not None
+    text, _ = feed_all(ctx_of("x = ", "\n"), " compute()\nmore()\n")
+    assert text == " compute()"

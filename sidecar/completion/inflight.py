@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class InflightStream:
-    """One upstream stream: its anchor, the text so far, and a task that pumps it.
+    """One upstream stream (a user's or a speculative prefetch): its anchor, the text so
+    far, and a task that pumps it.
 
     ``run(pump)`` starts the task; ``pump(filt, on_delta)`` is the coroutine that feeds
     ``filt`` from the backend. ``changed`` is set on every new piece of text and at the
@@ -42,7 +43,8 @@ class InflightStream:
         self.done = False
         self.aborted = False
         self.failed = False
-        self.outcome: str | None = None  # complete | partial | error | aborted
+        self.outcome: str | None = None  # complete | partial | error | aborted | cached
+        self.used = False  # a prefetch that answered a request
         self._waiters: list[asyncio.Future[None]] = []
         self.task: asyncio.Task[None] | None = None
 

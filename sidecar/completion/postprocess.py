@@ -3,7 +3,9 @@
 Rules (applied as text arrives, so the upstream stream can be closed early):
 - stop before a line that repeats the first non-blank line of the suffix (the model is
   re-writing code that already follows the cursor);
-- keep one line unless the context allows several (``CompletionContext.multiline``);
+- keep one line unless the context allows several (``CompletionContext.multiline``); at
+  the end of a line, a completion that starts with a line break keeps the next line
+  (the next-line suggestion that shows after a finished statement);
 - trim trailing whitespace;
 - never return text that already follows the cursor: drop an ending that overlaps the
   start of the cursor line's suffix, and return nothing when the suffix already starts
@@ -45,11 +47,11 @@ class StreamFilter:
         pos = sum(len(line) + 1 for line in lines[: self._checked_lines])
         for i in range(self._checked_lines, len(lines) - 1):
             line = lines[i]
-            if not self.ctx.multiline and i == 0:
-                self._cut = len(line)
-                return True
             if i > 0 and self._suffix_line and line.strip() == self._suffix_line:
                 self._cut = max(0, pos - 1)  # drop the line and the break before it
+                return True
+            if not self.ctx.multiline and (i == 1 or (i == 0 and (line.strip() or self.ctx.mid_line))):
+                self._cut = pos + len(line)
                 return True
             pos += len(line) + 1
             self._checked_lines = i + 1
@@ -68,7 +70,7 @@ def clean(text: str, ctx: CompletionContext) -> str:
     """Apply the line policy, the suffix-repeat cut, whitespace trimming and the
     suffix-overlap rule to ``text``, a completion at ``ctx``."""
     if not ctx.multiline:
-        text = text.split("\n", 1)[0]
+        text = _one_line(text, ctx)
     first = _first_suffix_line(ctx)
     if first and "\n" in text:
         kept = []
@@ -79,6 +81,14 @@ def clean(text: str, ctx: CompletionContext) -> str:
         text = "\n".join(kept)
     text = "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
     return strip_suffix_overlap(text, ctx.line_suffix)
+
+
+def _one_line(text: str, ctx: CompletionContext) -> str:
+    """The first line; at the end of a line, a leading line break and the line after it."""
+    first, _, rest = text.partition("\n")
+    if first.strip() or ctx.mid_line or not rest:
+        return first
+    return first + "\n" + rest.split("\n", 1)[0]
 
 
 def _first_suffix_line(ctx: CompletionContext) -> str:

@@ -95,10 +95,11 @@ def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset
 
 
 def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = ()) -> list[str]:
-    """At most four stop sequences: one line unless the context allows several
-    (``CompletionContext.multiline``), else up to the first blank line; then the family's
+    """At most four stop sequences: one line when text follows the cursor; otherwise up to
+    the first blank line (the streaming filter keeps one line, or the next line after a
+    leading break, unless ``CompletionContext.multiline``); then the family's
     end-of-text tokens."""
-    stops = ["\n\n"] if ctx.multiline else ["\n"]
+    stops = ["\n"] if ctx.mid_line else ["\n\n"]
     for s in extra:
         if s and s not in stops:
             stops.append(s)

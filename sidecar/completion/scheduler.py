@@ -28,13 +28,16 @@ import asyncio
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import tokens
 from .context import CompletionContext
 from .debounce import Cadence, debounce_ms
 from .inflight import InflightStream
 from .postprocess import StreamFilter, clean
+from .prefetch import CLOUD_TOKENS_PER_MIN, LOCAL_TOKENS_PER_MIN, TokenBudget, next_line_indent
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class _Doc:
     def __init__(self) -> None:
         self.cadence = Cadence()
         self.stream: InflightStream | None = None
+        self.prefetch: InflightStream | None = None
         self.latest: Request | None = None
         self.updates: asyncio.Task[None] | None = None
 
@@ -97,14 +101,22 @@ class Scheduler:
     ``recent_ttft_ms()`` the backend's recent median TTFT or None; ``on_update(req, text,
     done, seq)`` sends one update notification; ``metrics`` has ``count``/``observe``;
     ``cache`` (a ``CompletionCache`` or None) is asked before going upstream and receives
-    every stream's text at its end, under ``cache_key(ctx)``.
+    every stream's text at its end, under ``cache_key(ctx)``; ``make_context(doc_prefix,
+    doc_suffix, language)`` cuts the windows for a speculated document (prefetch), and
+    ``local_backend()`` says whether the backend is a local engine (its prefetch budget).
     """
 
     def __init__(self, *, pump, settings, recent_ttft_ms, on_update: UpdateSink, metrics,
-                 cache=None, cache_key=None) -> None:
+                 cache=None, cache_key=None, make_context=None, local_backend=lambda: False) -> None:
         self._pump = pump
         self._cache = cache
         self._cache_key = cache_key
+        self._make_context = make_context
+        self._local_backend = local_backend
+        self._budget: TokenBudget | None = None
+        self._active_user = 0
+        self._active_prefetch = 0
+        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str]] = OrderedDict()
         self._settings = settings
         self._ttft = recent_ttft_ms
         self._on_update = on_update
@@ -132,6 +144,7 @@ class Scheduler:
                 d.latest.superseded.set()
             if d.stream is not None and d.stream.close():
                 self.metrics.count("sched.streams_aborted")
+            self._drop_prefetch(d, "closed")
 
     def forget_streams(self) -> None:
         """Drop finished streams, so nothing cached survives a cache clear."""
@@ -176,11 +189,32 @@ class Scheduler:
             raise
         finally:
             req.finished = True
-        if answer is not None and doc.latest is req and answer.stream is not None and not answer.stream.done:
-            self._start_updates(doc, req, answer)
+        if answer is not None and doc.latest is req:
+            if answer.stream is not None and not answer.stream.done:
+                self._start_updates(doc, req, answer)
+            else:
+                self._speculate_accept(req, answer.text)
         return answer
 
     async def _schedule(self, doc: _Doc, req: Request) -> Answer | None:
+        p = doc.prefetch
+        if p is not None:
+            typed = p.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+            if typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done):
+                if not p.used:
+                    p.used = True
+                    self.metrics.count("prefetch.used")
+                if p.done:
+                    rem = p.remainder(typed, req.ctx)
+                    if rem:
+                        return Answer(rem, "prefetch", p, typed)
+                else:  # the speculation came true while it streams: it becomes the user stream
+                    doc.prefetch = None
+                    if doc.stream is not None and doc.stream.close():
+                        self.metrics.count("sched.streams_aborted")
+                    doc.stream = p
+            elif not (p.doc_suffix == req.doc_suffix and p.doc_prefix.startswith(req.doc_prefix)):
+                self._drop_prefetch(doc, "diverged")  # the user went another way
         s = doc.stream
         if s is not None:
             typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
@@ -229,6 +263,107 @@ class Scheduler:
         got = await self._follow(req, s, "")
         return None if got is _DIVERGED else got  # type: ignore[return-value]
 
+    # ------------------------------------------------------------------ prefetch
+    def shown(self, item_id: str, req: Request, text: str) -> None:
+        """Remember a suggestion handed to the editor, so an accept can be traced back."""
+        self.metrics.count("suggestions.shown")
+        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix)
+        while len(self._shown) > 256:
+            self._shown.popitem(last=False)
+
+    def accepted(self, item_id: str, chars: int | None) -> None:
+        """The editor accepted item ``item_id`` (``chars`` UTF-16 units of it, when the client
+        says: a partial accept). Speculates the next line when the accepted text ends one."""
+        self.metrics.count("accepted")
+        rec = self._shown.get(item_id)
+        if rec is None:
+            return
+        uri, doc_prefix, doc_suffix, text, language, line_suffix = rec
+        taken = _take_units(text, chars) if chars is not None else text
+        self.metrics.count("accepted_chars", len(taken))
+        if taken != text:
+            self.metrics.count("accepted_partial")
+            return
+        if line_suffix.strip():
+            return  # text follows on the line: no next line to speculate
+        accepted_prefix = doc_prefix + text
+        last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1:]
+        self.speculate(uri, accepted_prefix + "\n" + next_line_indent(last_line), doc_suffix, language, "next_line")
+
+    def _speculate_accept(self, req: Request, text: str) -> None:
+        if text:
+            self.speculate(req.uri, req.doc_prefix + text, req.doc_suffix, req.ctx.language, "after_shown")
+
+    def speculate(self, uri: str, doc_prefix: str, doc_suffix: str, language: str, why: str) -> None:
+        """Start a prefetch at the speculated document text, if the budget allows."""
+        st = self._settings()
+        doc = self._docs.get(uri)
+        if doc is None or not st.prefetch_enabled or self._make_context is None:
+            return
+        p = doc.prefetch
+        if p is not None:
+            typed = p.typed_since_anchor(doc_prefix, doc_suffix)
+            if typed is not None and not p.failed and (typed == "" or (p.agrees(typed) and p.text)):
+                return  # the running or finished prefetch already covers this
+            self._drop_prefetch(doc, "replaced")
+        if self._active_prefetch >= st.prefetch_max_concurrent or (
+            self._active_user + self._active_prefetch >= st.max_concurrent_streams - 1
+        ):
+            self.metrics.count("prefetch.skipped_busy")
+            return
+        ctx = self._make_context(doc_prefix, doc_suffix, language)
+        if ctx is None:
+            return
+        estimate = tokens.count(ctx.prefix) + tokens.count(ctx.suffix) + st.max_tokens
+        if not self._token_budget().try_reserve(estimate):
+            self.metrics.count("prefetch.skipped_budget")
+            return
+        s = InflightStream(uri, ctx, doc_prefix, doc_suffix)
+        doc.prefetch = s
+        self.metrics.count("prefetch.issued")
+        self.metrics.count(f"prefetch.issued.{why}")
+        self.metrics.count("prefetch.tokens_reserved", estimate)
+        s.run(lambda filt, on_delta: self._run_prefetch(ctx, filt, on_delta), self._prefetch_ended)
+
+    def _token_budget(self) -> TokenBudget:
+        st = self._settings()
+        per_min = st.prefetch_tokens_per_min or (LOCAL_TOKENS_PER_MIN if self._local_backend() else CLOUD_TOKENS_PER_MIN)
+        if self._budget is None or self._budget.per_min != per_min:
+            self._budget = TokenBudget(per_min)
+        return self._budget
+
+    async def _run_prefetch(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> str:
+        if self._cache is not None:
+            hit = await self._cache.lookup(self._cache_key(ctx))
+            if hit is not None and hit.typed == 0:
+                self.metrics.count("prefetch.skipped_cached")
+                return "cached"
+        self._active_prefetch += 1
+        try:
+            return await self._pump(ctx, filt, on_delta)
+        finally:
+            self._active_prefetch -= 1
+
+    def _prefetch_ended(self, s: InflightStream) -> None:
+        if s.outcome != "cached":
+            self.metrics.count("prefetch.tokens_generated", tokens.count(s.filter.raw) if s.filter.raw else 0)
+        self._stream_ended(s)
+
+    def _drop_prefetch(self, doc: _Doc, why: str) -> None:
+        p, doc.prefetch = doc.prefetch, None
+        if p is None:
+            return
+        if p.close():
+            self.metrics.count("prefetch.cancelled")
+            self.metrics.count(f"prefetch.cancelled.{why}")
+        if not p.used and p.outcome != "cached":
+            self.metrics.count("prefetch.wasted")
+
+    def _cancel_prefetches(self) -> None:
+        for d in self._docs.values():
+            if d.prefetch is not None and not d.prefetch.done:
+                self._drop_prefetch(d, "user_priority")
+
     def _close_if_orphaned(self, doc: _Doc, req: Request, s: InflightStream) -> None:
         if doc.latest is req and s.close():
             self.metrics.count("sched.streams_aborted")
@@ -247,8 +382,14 @@ class Scheduler:
         if self._slots is None or self._slots_size != st.max_concurrent_streams:
             self._slots = asyncio.Semaphore(st.max_concurrent_streams)
             self._slots_size = st.max_concurrent_streams
+        if self._active_user + self._active_prefetch >= st.max_concurrent_streams:
+            self._cancel_prefetches()  # user requests come first
         async with self._slots:
-            return await self._pump(ctx, filt, on_delta)
+            self._active_user += 1
+            try:
+                return await self._pump(ctx, filt, on_delta)
+            finally:
+                self._active_user -= 1
 
     async def _superseded_within(self, req: Request, timeout_s: float) -> bool:
         t = time.perf_counter()
@@ -320,8 +461,23 @@ class Scheduler:
                     self.metrics.count("sched.updates_sent")
                     last = text
             if done:
+                self._speculate_accept(req, text)
                 return
             await s.changed()
 
     def snapshot(self) -> dict[str, Any]:
-        return {"documents": len(self._docs), "active_streams": self.active_streams()}
+        return {
+            "documents": len(self._docs),
+            "active_streams": self.active_streams(),
+            "active_prefetches": self._active_prefetch,
+        }
+
+
+def _take_units(text: str, units: int) -> str:
+    """The start of ``text`` that is ``units`` UTF-16 code units long."""
+    n = 0
+    for i, ch in enumerate(text):
+        if n >= units:
+            return text[:i]
+        n += 2 if ord(ch) > 0xFFFF else 1
+    return text

@@ -25,7 +25,7 @@ from ..config import Settings
 from ..metrics import Metrics
 from . import tokens
 from .cache import CacheKey, CompletionCache
-from .context import CompletionContext
+from .context import CompletionContext, NotCompletable, build_context
 from .postprocess import StreamFilter
 from .prompt import build_request, choose_strategy
 from .scheduler import Scheduler, UpdateSink
@@ -99,7 +99,8 @@ class CompletionService:
         self.scheduler = Scheduler(
             pump=self._pump, settings=lambda: self.settings, recent_ttft_ms=self.recent_ttft_ms,
             on_update=on_update or (lambda *_a: None), metrics=self.metrics,
-            cache=self.cache, cache_key=self.cache_key,
+            cache=self.cache, cache_key=self.cache_key, make_context=self.make_context,
+            local_backend=lambda: self.backend.kind == "local",
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -274,6 +275,15 @@ class CompletionService:
         if out.error is not None:
             return "error"
         return "partial" if (out.info.truncated or out.deadline_hit) else "complete"
+
+    def make_context(self, doc_prefix: str, doc_suffix: str, language: str) -> CompletionContext | None:
+        """Windows for a speculated document (``\n`` line breaks), cut exactly as a real
+        request's would be, so the cache key matches; None when not completable."""
+        s = self.settings
+        try:
+            return build_context(doc_prefix + doc_suffix, len(doc_prefix), language, s.prefix_tokens, s.suffix_tokens)
+        except NotCompletable:
+            return None
 
     def cache_key(self, ctx: CompletionContext) -> CacheKey:
         """The cache key of a context on the current backend and model."""

@@ -186,10 +186,13 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.command(CMD_ACCEPT)
     def on_accept(ls: SidecarServer, *args: Any) -> None:
-        if ls.service is not None:
-            ls.service.metrics.count("accepted")
-            if args and isinstance(args[-1], int):
-                ls.service.metrics.count("accepted_chars", args[-1])
+        """Arguments: ``[item id, accepted UTF-16 units]``; a client that reports a partial
+        accept sends fewer units than the item's text has."""
+        if ls.service is None:
+            return
+        item_id = args[0] if args and isinstance(args[0], str) else ""
+        chars = args[1] if len(args) > 1 and isinstance(args[1], int) and not isinstance(args[1], bool) else None
+        ls.service.scheduler.accepted(item_id, chars)
 
     @server.command(CMD_STATS)
     async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
@@ -197,6 +200,15 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             return {"ready": False}
         snap = ls.service.metrics.snapshot()
         snap["cache"] = await ls.service.cache.stats() if ls.service.cache else {"enabled": False}
+        c = snap["counters"]
+        shown = c.get("suggestions.shown", 0)
+        snap["acceptance"] = {
+            "shown": shown,
+            "accepted": c.get("accepted", 0),
+            "accepted_chars": c.get("accepted_chars", 0),
+            "rate": (c.get("accepted", 0) / shown) if shown else None,
+        }
+        snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
         snap["status"] = ls.service.status("ready")
         snap["runtime"] = {
             "tasks": len(asyncio.all_tasks()),
@@ -307,11 +319,14 @@ async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionPa
         completion_text = answer.text
         service.metrics.count(f"answers.{answer.source}")
         wait_ms = req.waited_s * 1000
+    item_id = service.new_id()
+    if settings.scheduling != "naive":
+        service.scheduler.shown(item_id, req, completion_text)
     handler_ms = (time.perf_counter() - t0) * 1000
     service.metrics.observe("time_to_suggestion", handler_ms)
     # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
     service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - upstream_ms - wait_ms))
-    return types.InlineCompletionList(items=[_item(completion_text, lead, replace_range, ctx.eol, encoding, service.new_id())])
+    return types.InlineCompletionList(items=[_item(completion_text, lead, replace_range, ctx.eol, encoding, item_id)])
 
 
 class _LspPlace:
