@@ -116,7 +116,12 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
                   max_tokens: int, temperature: float) -> UpstreamRequest:
     """The request body for ``strategy`` (see module doc). ``max_tokens`` counts model tokens."""
     tmpl = template_for(model)
-    common = {"max_tokens": max_tokens, "temperature": temperature}
+    common: dict = {"max_tokens": max_tokens, "temperature": temperature}
+    if provider == "local":
+        # llama.cpp keeps the KV cache of a prompt prefix it has seen (llama-cpp-python
+        # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
+        # share their beginning, so only the new tail is evaluated.
+        common["cache_prompt"] = True
     if strategy == "suffix":
         body = {"prompt": ctx.prefix, "suffix": ctx.suffix, "stop": stop_sequences(ctx), **common}
         return UpstreamRequest("completions", body, strategy)
