@@ -37,13 +37,15 @@ class Settings:
     """Resolved settings. Times are in milliseconds, budgets in tiktoken tokens.
 
     ``provider`` is one of ``siliconflow`` (hosted, key from ``SILICONFLOW_API_KEY``),
-    ``openai`` (any OpenAI-compatible server at ``base_url``) or ``local`` (the embedded
-    llama-cpp-python engine with the shipped SmolLM2 GGUF). ``auto`` picks siliconflow
+    ``openai`` (any OpenAI-compatible server at ``base_url``: vLLM, SGLang, LM Studio,
+    llama-cpp-python), ``llama-server`` (llama.cpp's server, FIM through ``/infill``),
+    ``ollama`` (``/api/generate``) or ``local`` (the managed llama-cpp-python engine, by
+    default with the shipped SmolLM2 GGUF). ``auto`` picks siliconflow
     when a key is set, else openai when a base URL is set, else local.
     """
 
     provider: str = "auto"
-    mode: str = "auto"  # cloud | local | auto (runtime switching lands with the local-GPU work)
+    mode: str | None = None  # cloud | local | auto; None: cloud when configured, else local
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     siliconflow_region: str = "cn"
@@ -57,6 +59,9 @@ class Settings:
     cold_start_timeout_ms: int = 120000
     connect_timeout_ms: int = 3000
     http2: bool = False
+    local_engine: str = "managed"  # managed | llama-server | ollama | openai
+    local_url: str | None = None  # root URL of an external engine (llama-server, Ollama) or its /v1 base
+    local_model: str | None = None  # model name an external engine serves (e.g. an Ollama tag)
     local_model_path: str | None = None
     local_n_ctx: int = 2048
     local_n_gpu_layers: int = 0
@@ -78,21 +83,43 @@ class Settings:
 
     # ------------------------------------------------------------------ derived
     @property
-    def resolved_provider(self) -> str:
-        if self.provider != "auto":
+    def cloud_provider(self) -> str | None:
+        """The cloud side: ``siliconflow`` or ``openai``, or None when nothing is configured."""
+        if self.provider in ("siliconflow", "openai"):
             return self.provider
-        if self.mode == "local":
-            return "local"
+        if self.provider == "local":
+            return None
         if self.api_key:
             return "siliconflow"
         if self.base_url:
             return "openai"
-        return "local"
+        return None
+
+    @property
+    def resolved_mode(self) -> str:
+        """``cloud``, ``local`` or ``auto``. Unset: cloud when a cloud backend is
+        configured (a key or a base URL), else local."""
+        if self.mode:
+            return self.mode
+        if self.provider == "local" or self.cloud_provider is None:
+            return "local"
+        return "cloud"
+
+    @property
+    def resolved_provider(self) -> str:
+        """The backend requests go to first: the cloud provider, or ``local``."""
+        if self.resolved_mode == "local" or self.cloud_provider is None:
+            return "local"
+        if self.resolved_mode == "auto":
+            return "local"
+        return self.cloud_provider
 
     @property
     def resolved_base_url(self) -> str | None:
         """Base URL ending in ``/v1`` (no trailing slash), or None for the embedded engine."""
-        prov = self.resolved_provider
+        prov = self.cloud_provider
+        if prov is None:
+            return None
         if self.base_url:
             return self.base_url.rstrip("/")
         if prov == "siliconflow":
@@ -103,11 +130,8 @@ class Settings:
     def resolved_model(self) -> str:
         if self.model:
             return self.model
-        prov = self.resolved_provider
-        if prov == "siliconflow":
+        if self.cloud_provider == "siliconflow":
             return DEFAULT_SILICONFLOW_MODEL
-        if prov == "local":
-            return "SmolLM2-135M-Instruct"
         return "default"
 
     @property
@@ -121,6 +145,7 @@ class Settings:
         """Settings as a dict with the API key redacted (safe to log or send to the editor)."""
         d = dataclasses.asdict(self)
         d["api_key"] = "***" if self.api_key else None
+        d["resolved_mode"] = self.resolved_mode
         d["resolved_provider"] = self.resolved_provider
         d["resolved_base_url"] = self.resolved_base_url
         d["resolved_model"] = self.resolved_model
@@ -131,6 +156,7 @@ class Settings:
 _CHOICES = {
     "provider": ("auto", "siliconflow", "openai", "local"),
     "mode": ("auto", "cloud", "local"),
+    "local_engine": ("managed", "llama-server", "ollama", "openai"),
     "siliconflow_region": ("cn", "com"),
     "fim": ("auto", "suffix", "template", "chat", "prefix"),
     "log_level": ("debug", "info", "warning", "error"),
@@ -175,6 +201,9 @@ ENV_VARS = {
     "SIDECAR_MAX_TOKENS": "max_tokens",
     "SIDECAR_REQUEST_TIMEOUT_MS": "request_timeout_ms",
     "SIDECAR_LOCAL_MODEL_PATH": "local_model_path",
+    "SIDECAR_LOCAL_ENGINE": "local_engine",
+    "SIDECAR_LOCAL_URL": "local_url",
+    "SIDECAR_LOCAL_MODEL": "local_model",
     "SIDECAR_LOCAL_N_GPU_LAYERS": "local_n_gpu_layers",
     "SIDECAR_LOG_LEVEL": "log_level",
     "SIDECAR_SCHEDULING": "scheduling",
@@ -234,7 +263,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             out = out.lower()
             if out not in _CHOICES[key]:
                 raise bad("one of " + ", ".join(_CHOICES[key]))
-        if key == "base_url" and out and not out.startswith(("http://", "https://")):
+        if key in ("base_url", "local_url") and out and not out.startswith(("http://", "https://")):
             raise bad("an http:// or https:// URL")
     if key in _RANGES and out is not None:
         lo, hi = _RANGES[key]
@@ -325,6 +354,8 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     for layer in layers:
         merged.update(layer)
     s = Settings(**merged)
+    if s.local_engine != "managed" and not s.local_url and s.resolved_mode in ("local", "auto"):
+        raise ConfigError(f"invalid settings: local_engine '{s.local_engine}' needs local_url (SIDECAR_LOCAL_URL)")
     if s.debounce_min_ms > s.debounce_max_ms:
         raise ConfigError(
             f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})"

@@ -105,4 +105,4 @@ async def test_set_mode_cloud_without_key_stays_local(tmp_path):
             20,
         )
     assert out["changed"] is False and out["mode"] == "local"
-    assert any("cloud mode needs" in m.message for m in client.messages)
+    assert any("cloud mode needs a cloud backend" in m.message for m in client.messages)

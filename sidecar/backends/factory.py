@@ -1,36 +1,33 @@
-"""Choose and build the backend that the settings describe."""
+"""Choose and build the backends that the settings describe."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from ..config import Settings
 from .local_engine import LocalEngineBackend, ManagedEngine
 from .openai_compat import OpenAICompatBackend
+from .router import RouterBackend
 
 
-def build_backend(settings: Settings):
-    """Return a backend for ``settings.resolved_provider``:
+def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | None = None) -> Any:
+    """The backend for ``settings.resolved_mode``: the cloud backend, the local one, or
+    (``auto`` with a cloud configured) a router that prefers local while it is healthy."""
+    mode = settings.resolved_mode
+    if mode == "cloud" and settings.cloud_provider is not None:
+        return build_cloud(settings)
+    if mode == "auto" and settings.cloud_provider is not None:
+        return RouterBackend(build_local(settings), build_cloud(settings), on_switch)
+    return build_local(settings)
 
-    - ``siliconflow``: SiliconFlow's OpenAI-compatible API (``.cn`` host unless
-      ``siliconflow_region = "com"`` or ``base_url`` is set), key as a Bearer token;
-    - ``openai``: any OpenAI-compatible server at ``base_url``;
-    - ``local``: the managed llama-cpp-python engine (embedded SmolLM2 by default).
-    """
-    provider = settings.resolved_provider
-    if provider == "local":
-        engine = ManagedEngine(
-            settings.local_model_path,
-            n_ctx=settings.local_n_ctx,
-            n_gpu_layers=settings.local_n_gpu_layers,
-            threads=settings.local_threads,
-        )
-        return LocalEngineBackend(
-            engine,
-            cold_start_timeout_ms=settings.cold_start_timeout_ms,
-            read_timeout_ms=settings.request_timeout_ms,
-        )
+
+def build_cloud(settings: Settings) -> OpenAICompatBackend:
+    """SiliconFlow (``.cn`` host unless ``siliconflow_region = "com"`` or ``base_url`` is
+    set; key as a Bearer token) or any OpenAI-compatible server at ``base_url``."""
+    provider = settings.cloud_provider
     base_url = settings.resolved_base_url
-    if not base_url:  # pragma: no cover - resolved_provider guarantees one
-        raise ValueError("no base URL for provider " + provider)
+    if provider is None or not base_url:
+        raise ValueError("no cloud backend is configured")
     name = "SiliconFlow" if provider == "siliconflow" else f"OpenAI-compatible server at {base_url}"
     return OpenAICompatBackend(
         name=name,
@@ -42,3 +39,37 @@ def build_backend(settings: Settings):
         read_timeout_ms=settings.request_timeout_ms,
         http2=settings.http2,
     )
+
+
+def build_local(settings: Settings) -> Any:
+    """The local side: the managed llama-cpp-python engine (the shipped SmolLM2 GGUF by
+    default), or an external engine at ``local_url``: llama.cpp's ``llama-server``,
+    Ollama, or any OpenAI-compatible server (vLLM, SGLang, LM Studio). No API key is ever
+    sent to a local engine."""
+    engine = settings.local_engine
+    if engine == "managed":
+        managed = ManagedEngine(
+            settings.local_model_path,
+            n_ctx=settings.local_n_ctx,
+            n_gpu_layers=settings.local_n_gpu_layers,
+            threads=settings.local_threads,
+        )
+        return LocalEngineBackend(
+            managed,
+            cold_start_timeout_ms=settings.cold_start_timeout_ms,
+            read_timeout_ms=settings.request_timeout_ms,
+        )
+    url = settings.local_url
+    assert url, "validated in config.build"
+    model = settings.local_model or "default"
+    common = dict(kind="local", base_url=url, model=model,
+                  connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms)
+    if engine == "llama-server":
+        from .llama_server import LlamaServerBackend
+
+        return LlamaServerBackend(name=f"llama-server at {url}", **common)
+    if engine == "ollama":
+        from .ollama import OllamaBackend
+
+        return OllamaBackend(name=f"Ollama at {url}", **common)
+    return OpenAICompatBackend(name=f"local OpenAI-compatible engine at {url}", **common)

@@ -177,6 +177,7 @@ class LocalEngineBackend:
     a cold model load is never cut off by the short per-request deadline."""
 
     kind = "local"
+    api = "llama-cpp-python"
 
     def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000) -> None:
         self.engine = engine

@@ -52,6 +52,8 @@ class OpenAICompatBackend:
     ) -> None:
         self.name = name
         self.kind = kind
+        # The request shape: subclasses for other engine APIs set ``api`` on the class.
+        self.api = getattr(type(self), "api", None) or ("siliconflow" if kind == "siliconflow" else "openai")
         self.base_url = base_url.rstrip("/")
         self.model = model
         headers = {"User-Agent": "sidecar/0.1"}

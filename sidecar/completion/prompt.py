@@ -70,11 +70,18 @@ def template_for(model: str) -> FimTemplate | None:
 
 
 def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
-    """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` for a backend and model.
+    """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` | ``infill`` for a backend
+    API (``siliconflow``, ``openai``, ``llama-cpp-python``, ``llama-server``, ``ollama``)
+    and model.
 
     ``setting`` is the user's ``fim`` setting (``auto`` lets this function decide);
     ``rejected`` holds strategies this model already refused at run time.
     """
+    if provider == "llama-server":
+        return "infill"  # the engine applies the model's own FIM tokens
+    if provider == "ollama":
+        # Ollama applies the model's FIM template when given ``suffix``; others get raw text.
+        return "suffix" if setting in ("auto", "suffix") and template_for(model) else "prefix"
     if setting != "auto" and setting not in rejected:
         return setting
     order: list[str] = []
@@ -114,10 +121,19 @@ _CHAT_SYSTEM = (
 
 def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model: str,
                   max_tokens: int, temperature: float) -> UpstreamRequest:
-    """The request body for ``strategy`` (see module doc). ``max_tokens`` counts model tokens."""
+    """The request body for ``strategy`` (see module doc) in the shape of ``provider``'s
+    API. ``max_tokens`` counts model tokens."""
+    if provider == "llama-server":
+        from ..backends.llama_server import infill_request
+
+        return infill_request(ctx, max_tokens=max_tokens, temperature=temperature)
+    if provider == "ollama":
+        from ..backends.ollama import generate_request
+
+        return generate_request(ctx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature)
     tmpl = template_for(model)
     common: dict = {"max_tokens": max_tokens, "temperature": temperature}
-    if provider == "local":
+    if provider == "llama-cpp-python":
         # llama.cpp keeps the KV cache of a prompt prefix it has seen (llama-cpp-python
         # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
         # share their beginning, so only the new tail is evaluated.

@@ -39,6 +39,7 @@ _BACKEND_FIELDS = (
     "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",
     "connect_timeout_ms", "request_timeout_ms", "cold_start_timeout_ms",
     "local_model_path", "local_n_ctx", "local_n_gpu_layers", "local_threads",
+    "local_engine", "local_url", "local_model",
 )
 
 
@@ -89,7 +90,7 @@ class CompletionService:
         self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
-        self.backend = build_backend(settings)
+        self.backend = build_backend(settings, self._on_switch)
         self.cache: CompletionCache | None = None
         if settings.cache_enabled:
             self.cache = CompletionCache(
@@ -100,7 +101,7 @@ class CompletionService:
             pump=self._pump, settings=lambda: self.settings, recent_ttft_ms=self.recent_ttft_ms,
             on_update=on_update or (lambda *_a: None), metrics=self.metrics,
             cache=self.cache, cache_key=self.cache_key, make_context=self.make_context,
-            local_backend=lambda: self.backend.kind == "local",
+            local_backend=lambda: self._target().kind == "local",
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -127,11 +128,13 @@ class CompletionService:
     def status(self, health: str) -> dict[str, Any]:
         """The ``sidecar/status`` payload: mode, backend, model, health, recent latency (ms)."""
         ttft = self.metrics.recent("upstream_ttft")
+        b = self._target()
         return {
-            "mode": "local" if self.backend.kind == "local" else "cloud",
-            "backend": self.backend.name,
-            "provider": self.backend.kind,
-            "model": self.backend.model,
+            "mode": self.settings.resolved_mode,
+            "side": "local" if b.kind == "local" else "cloud",
+            "backend": b.name,
+            "provider": b.kind,
+            "model": b.model,
             "health": health,
             "recentTtftMs": ttft[-1] if ttft else None,
             "enginePid": getattr(getattr(self.backend, "engine", None), "pid", None),
@@ -149,7 +152,7 @@ class CompletionService:
             return False
         previous = self.backend
         self.scheduler.close_all()
-        self.backend = build_backend(settings)
+        self.backend = build_backend(settings, self._on_switch)
         self._rejected.clear()
         self._error_seen.clear()
         self._spawn(previous.aclose())
@@ -212,26 +215,28 @@ class CompletionService:
         """
         t0 = time.perf_counter()
         s = self.settings
-        model = self.backend.model
+        target = self._target()
+        model = target.model
         rejected = self._rejected.setdefault(model, set())
         out = StreamOutcome(info=StreamInfo())
         try:
-            await self.backend.ensure_ready()
+            await target.ensure_ready()
         except BackendError as err:
+            self._record(target, err)
             self._report(err)
             out.error = err
             return out
         out.wait_ms = (time.perf_counter() - t0) * 1000
         for _attempt in range(3):
-            strategy = choose_strategy(self.backend.kind, model, s.fim, frozenset(rejected))
-            req = build_request(ctx, strategy, provider=self.backend.kind, model=model,
+            strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
+            req = build_request(ctx, strategy, provider=target.api, model=model,
                                 max_tokens=s.max_tokens, temperature=s.temperature)
             out.info = info = StreamInfo()
             out.strategy = req.strategy
             self.metrics.count("upstream.requests")
             try:
                 async with asyncio.timeout(s.request_timeout_ms / 1000):
-                    async with contextlib.aclosing(self.backend.stream(req, info)) as deltas:
+                    async with contextlib.aclosing(target.stream(req, info)) as deltas:
                         async for delta in deltas:
                             stop = filt.feed(delta)
                             if on_delta is not None:
@@ -250,6 +255,7 @@ class CompletionService:
                     log.info("model %s refused strategy %s; falling back", model, strategy)
                     rejected.add(strategy)
                     continue
+                self._record(target, err)
                 self._report(err)
                 out.error = err
                 return out
@@ -261,6 +267,7 @@ class CompletionService:
                 raise
             break
         t_end = time.perf_counter()
+        self._record(target, None)
         out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
         if info.ttft_ms is not None:
             self.metrics.observe("upstream_ttft", info.ttft_ms)
@@ -285,9 +292,25 @@ class CompletionService:
         except NotCompletable:
             return None
 
+    def _target(self) -> Any:
+        """The concrete backend for the next stream (a router picks a side)."""
+        pick = getattr(self.backend, "pick", None)
+        return pick() if pick is not None else self.backend
+
+    def _record(self, target: Any, err: BackendError | None) -> None:
+        record = getattr(self.backend, "record", None)
+        if record is not None:
+            record(target, err)
+
+    def _on_switch(self, side: str, why: str) -> None:
+        """Auto mode changed sides: tell the editor (status) and the user (once per switch)."""
+        self.metrics.count(f"auto.switched_to_{side}")
+        self._on_status(self.status("ready" if side == "local" else "fallback"))
+        self._on_error(BackendError("switch", f"auto mode: using the {side} backend ({why})."))
+
     def cache_key(self, ctx: CompletionContext) -> CacheKey:
-        """The cache key of a context on the current backend and model."""
-        b = self.backend
+        """The cache key of a context on the backend and model the next stream would use."""
+        b = self._target()
         return CacheKey(backend=f"{b.kind}:{getattr(b, 'base_url', '')}", model=b.model,
                         language=ctx.language, prefix=ctx.prefix, suffix=ctx.suffix)
 

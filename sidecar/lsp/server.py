@@ -226,7 +226,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.command(CMD_TOGGLE_LOCAL)
     async def on_toggle(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
-        current = ls.service.backend.kind if ls.service else "local"
+        current = ls.settings().resolved_mode
         return await _switch_mode(ls, "cloud" if current == "local" else "local")
 
     @server.command(CMD_CLEAR_CACHE)
@@ -240,18 +240,19 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
 
 async def _switch_mode(ls: SidecarServer, mode: str) -> dict[str, Any]:
-    """Switch between the cloud backend and the local engine at run time (open documents
-    are kept). ``auto`` currently means: cloud when a key or base URL is set, else local."""
-    layer = {"mode": mode, "provider": "local" if mode == "local" else "auto"}
+    """Switch between the cloud backend, the local engine and ``auto`` at run time. Open
+    documents are kept; the old backend's streams are closed; cache keys carry backend and
+    model, so results never mix; ``sidecar/status`` tells the editor."""
+    layer = {"mode": mode}
     candidate = build(*ls.base_layers, ls.init_layer, ls.change_layer, layer)
-    if mode == "cloud" and candidate.resolved_provider == "local":
-        msg = "cloud mode needs SILICONFLOW_API_KEY or SIDECAR_BASE_URL; staying in local mode"
+    if mode in ("cloud", "auto") and candidate.cloud_provider is None:
+        msg = f"{mode} mode needs a cloud backend (SILICONFLOW_API_KEY or SIDECAR_BASE_URL); staying in local mode"
         ls.show(types.MessageType.Warning, msg)
         return {"mode": "local", "changed": False, "message": msg}
     ls.mode_layer = layer
     changed = await ls.service.apply_settings(ls.settings()) if ls.service else False
     status = ls.service.status("starting" if changed else "ready") if ls.service else {}
-    return {"mode": status.get("mode", mode), "changed": changed, **status}
+    return {**status, "mode": mode, "changed": changed}
 
 
 async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:

@@ -1,0 +1,125 @@
+"""Mode ``auto``: the local engine while it is healthy, the cloud otherwise.
+
+A circuit breaker watches the local side. It starts on the cloud until the local engine
+is ready (a cold model load is never waited for in ``auto``). Two local failures in a row
+of the kinds that mean "the engine is not there" (connection refused, engine exit, a
+timeout, overload) open the breaker: requests go to the cloud for ``cooldown_s`` (30 s,
+doubling up to 5 min while the engine keeps failing). Then one request tries the local
+engine again (half-open); a success closes the breaker. Each switch is reported once
+through ``on_switch(side, reason)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from .errors import CONNECTION, ENGINE, OVERLOADED, TIMEOUT, BackendError
+
+log = logging.getLogger(__name__)
+
+_LOCAL_DOWN = {CONNECTION, ENGINE, TIMEOUT, OVERLOADED}
+FAILURES_TO_OPEN = 2
+COOLDOWN_S = 30.0
+MAX_COOLDOWN_S = 300.0
+
+
+class RouterBackend:
+    """Routes each stream to ``local`` or ``cloud``; see the module doc."""
+
+    def __init__(self, local: Any, cloud: Any, on_switch: Callable[[str, str], None] | None = None) -> None:
+        self.local = local
+        self.cloud = cloud
+        self._on_switch = on_switch or (lambda _side, _why: None)
+        self._failures = 0
+        self._open_until = 0.0
+        self._cooldown = COOLDOWN_S
+        self._local_ready = False
+        self._side = "cloud"
+        self._ready_task: asyncio.Task[None] | None = None
+
+    # The attributes other code reads describe the side in use now.
+    @property
+    def current(self) -> Any:
+        return self.pick()
+
+    @property
+    def name(self) -> str:
+        return f"auto: {self.current.name}"
+
+    @property
+    def kind(self) -> str:
+        return self.current.kind
+
+    @property
+    def model(self) -> str:
+        return self.current.model
+
+    @property
+    def api(self) -> str:
+        return getattr(self.current, "api", self.current.kind)
+
+    @property
+    def engine(self) -> Any:
+        return getattr(self.local, "engine", None)
+
+    def pick(self) -> Any:
+        """The backend for the next stream."""
+        now = time.monotonic()
+        side = "local" if self._local_ready and now >= self._open_until else "cloud"
+        if side != self._side:
+            self._side = side
+            why = "the local engine is ready" if side == "local" else "the local engine is unavailable"
+            log.info("auto mode: switching to %s (%s)", side, why)
+            self._on_switch(side, why)
+        return self.local if side == "local" else self.cloud
+
+    def record(self, target: Any, error: BackendError | None) -> None:
+        """Feed the breaker with the outcome of a stream on ``target``."""
+        if target is not self.local:
+            return
+        if error is None:
+            self._failures = 0
+            self._cooldown = COOLDOWN_S
+            return
+        if error.kind not in _LOCAL_DOWN:
+            return
+        self._failures += 1
+        if self._failures >= FAILURES_TO_OPEN or time.monotonic() < self._open_until + 1:
+            self._open_until = time.monotonic() + self._cooldown
+            self._cooldown = min(MAX_COOLDOWN_S, self._cooldown * 2)
+            self._failures = 0
+            self.pick()
+
+    async def _watch_local(self) -> None:
+        try:
+            await self.local.ensure_ready()
+        except BackendError as err:
+            log.warning("auto mode: local engine not available: %s", err.message)
+            return
+        self._local_ready = True
+        self.pick()
+
+    async def ensure_ready(self) -> None:
+        if self._ready_task is None:
+            self._ready_task = asyncio.ensure_future(self._watch_local())
+        await self.cloud.ensure_ready()
+
+    async def prewarm(self) -> None:
+        if self._ready_task is None:
+            self._ready_task = asyncio.ensure_future(self._watch_local())
+        await asyncio.gather(self.local.prewarm(), self.cloud.prewarm())
+
+    def stream(self, req, info):  # pragma: no cover - the service streams on pick()
+        return self.pick().stream(req, info)
+
+    def __getattr__(self, item: str) -> Any:
+        # idle_for_s, has_idle_connection, busy_connections, ... of the side in use
+        return getattr(self.pick(), item)
+
+    async def aclose(self) -> None:
+        if self._ready_task is not None:
+            self._ready_task.cancel()
+        await asyncio.gather(self.local.aclose(), self.cloud.aclose())
