@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import httpx2 as httpx
 import platformdirs
@@ -171,10 +172,18 @@ class ManagedEngine:
         log.info("local engine pid %s stopped", proc.pid)
 
 
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
 class LocalEngineBackend:
     """The embedded default backend: a :class:`ManagedEngine` behind an OpenAI-compatible
     client. Requests wait for the engine to be ready (up to ``cold_start_timeout_ms``), so
-    a cold model load is never cut off by the short per-request deadline."""
+    a cold model load is never cut off by the short per-request deadline.
+
+    If the engine dies (or fails to start), the next request restarts it, waiting
+    ``RESTART_BACKOFF_S`` seconds between consecutive attempts (1, 2, 5, 10, then 30 s;
+    back to 1 s once it has run for a minute). ``notify(message)`` tells the user once per
+    restart."""
 
     kind = "local"
     api = "llama-cpp-python"
@@ -187,19 +196,41 @@ class LocalEngineBackend:
         self._read_timeout_ms = read_timeout_ms
         self._client: OpenAICompatBackend | None = None
         self._ready: asyncio.Task[None] | None = None
+        self._attempts = 0
+        self.restarts = 0
+        self.notify: Callable[[str], None] = lambda _msg: None
 
     def start(self) -> None:
-        """Spawn the engine and begin waiting for it in the background (idempotent)."""
+        """Spawn the engine and begin waiting for it in the background (idempotent while
+        it is starting or running)."""
         if self._ready is None:
-            self._ready = asyncio.ensure_future(self._start())
+            self._ready = asyncio.ensure_future(self._start(0.0))
 
-    async def _start(self) -> None:
+    async def _start(self, delay_s: float) -> None:
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        self._attempts += 1
         self.engine.spawn()
         await self.engine.wait_ready(self.cold_start_timeout_s)
-        self._client = OpenAICompatBackend(
-            name=self.name, kind="local", base_url=self.engine.base_url, model=self.model,
-            read_timeout_ms=self._read_timeout_ms,
-        )
+        if self._client is None:
+            self._client = OpenAICompatBackend(
+                name=self.name, kind="local", base_url=self.engine.base_url, model=self.model,
+                read_timeout_ms=self._read_timeout_ms,
+            )
+        else:
+            self._client.base_url = self.engine.base_url.rstrip("/")
+            self._client._client.base_url = self.engine.base_url.rstrip("/") + "/"
+
+    def _restart(self, why: str) -> None:
+        ran_s = time.perf_counter() - (self.engine.ready_at or self.engine.started_at)
+        if self.engine.ready_at and ran_s > 60:
+            self._attempts = 0
+        delay = RESTART_BACKOFF_S[min(self._attempts, len(RESTART_BACKOFF_S)) - 1] if self._attempts else 0.0
+        self.engine.stop_sync()
+        self.restarts += 1
+        log.warning("%s; restarting it in %.0f s", why, delay)
+        self.notify(f"{why}; restarting it" + (f" in {delay:.0f} s" if delay else ""))
+        self._ready = asyncio.ensure_future(self._start(delay))
 
     @property
     def ready(self) -> bool:
@@ -208,6 +239,13 @@ class LocalEngineBackend:
     async def ensure_ready(self) -> None:
         self.start()
         assert self._ready is not None
+        if self._ready.done():
+            exc = self._ready.exception() if not self._ready.cancelled() else None
+            if exc is not None:
+                self._restart(f"the local engine failed to start ({getattr(exc, 'message', exc)})")
+            elif not self.engine.alive():
+                code = self.engine.proc.returncode if self.engine.proc else None
+                self._restart(f"the local engine stopped (exit code {code})")
         await asyncio.shield(self._ready)
         if not self.engine.alive():
             raise BackendError(ENGINE, f"the local engine stopped unexpectedly; see {self.engine.log_path}")

@@ -68,7 +68,11 @@ class RouterBackend:
     def pick(self) -> Any:
         """The backend for the next stream."""
         now = time.monotonic()
-        side = "local" if self._local_ready and now >= self._open_until else "cloud"
+        alive = getattr(self.local, "ready", True)  # a managed engine knows if its process lives
+        if self._local_ready and not alive and (self._ready_task is None or self._ready_task.done()):
+            self._local_ready = False  # it died: bring it back in the background, use the cloud
+            self._ready_task = asyncio.ensure_future(self._watch_local())
+        side = "local" if self._local_ready and alive and now >= self._open_until else "cloud"
         if side != self._side:
             self._side = side
             why = "the local engine is ready" if side == "local" else "the local engine is unavailable"

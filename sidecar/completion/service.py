@@ -91,6 +91,7 @@ class CompletionService:
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
         self.backend = build_backend(settings, self._on_switch)
+        self._wire(self.backend)
         self.cache: CompletionCache | None = None
         if settings.cache_enabled:
             self.cache = CompletionCache(
@@ -153,6 +154,7 @@ class CompletionService:
         previous = self.backend
         self.scheduler.close_all()
         self.backend = build_backend(settings, self._on_switch)
+        self._wire(self.backend)
         self._rejected.clear()
         self._error_seen.clear()
         self._spawn(previous.aclose())
@@ -301,6 +303,12 @@ class CompletionService:
         record = getattr(self.backend, "record", None)
         if record is not None:
             record(target, err)
+
+    def _wire(self, backend: Any) -> None:
+        """Let a managed engine tell the user about restarts (once per restart)."""
+        for b in (backend, getattr(backend, "local", None)):
+            if b is not None and hasattr(b, "notify"):
+                b.notify = lambda msg: self._on_error(BackendError("engine_restart", msg))
 
     def _on_switch(self, side: str, why: str) -> None:
         """Auto mode changed sides: tell the editor (status) and the user (once per switch)."""
