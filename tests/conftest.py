@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def sidecar_env(tmp_path: Path, **env: str) -> dict[str, str]:
     """The test process's environment with the sidecar's variables cleared and a private
     config/cache location, plus ``env``."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_"))}
+    # Keep the GPU knobs so scripts/gpu_local_check.sh can run the local tests offloaded.
+    keep = {"SIDECAR_LOCAL_N_GPU_LAYERS", "SIDECAR_LOCAL_MODEL_PATH"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
     base.update(
         SIDECAR_CONFIG=str(tmp_path / "config.toml"),
         XDG_CACHE_HOME=str(tmp_path / "cache"),

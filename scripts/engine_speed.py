@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Time to first token and tokens/s of the managed local engine, CPU against GPU.
+
+Starts llama-cpp-python's server through the sidecar's own ``ManagedEngine`` once per
+``--gpu-layers`` value (0 = CPU only, -1 = every layer on the GPU), streams ``--runs``
+completions of a fixed code prompt with ``max_tokens`` tokens, and prints a table:
+TTFT p50 (ms, request sent to first streamed token) and decode speed (tokens/s, from
+the first to the last token). Writes JSON to ``--out``.
+Needs a CUDA build of llama-cpp-python for the GPU rows (see scripts/gpu_local_check.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+from sidecar.backends.local_engine import ManagedEngine
+
+PROMPT = "import math\n\n\ndef circle_area(radius: float) -> float:\n    \"\"\"Area of a circle.\"\"\"\n    return "
+
+
+async def measure(layers: int, model: str | None, runs: int, max_tokens: int) -> dict:
+    engine = ManagedEngine(model, n_ctx=2048, n_gpu_layers=layers)
+    t0 = time.perf_counter()
+    engine.spawn()
+    try:
+        await engine.wait_ready(300)
+        load_s = time.perf_counter() - t0
+        ttft, speed = [], []
+        async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
+            for i in range(runs):
+                body = {"prompt": PROMPT + f"{i} * ", "max_tokens": max_tokens, "temperature": 0, "stream": True}
+                sent = time.perf_counter()
+                first = last = 0.0
+                n = 0
+                async with client.stream("POST", f"{engine.base_url}/completions", json=body) as resp:
+                    async for line in resp.aiter_lines():
+                        if not line.startswith("data: ") or line.strip() == "data: [DONE]":
+                            continue
+                        text = json.loads(line[6:])["choices"][0].get("text", "")
+                        if text:
+                            n += 1
+                            last = time.perf_counter()
+                            first = first or last
+                if first:
+                    ttft.append((first - sent) * 1000)
+                    if n > 1 and last > first:
+                        speed.append((n - 1) / (last - first))
+        return {"n_gpu_layers": layers, "load_s": load_s, "ttft_ms_p50": statistics.median(ttft) if ttft else None,
+                "tokens_per_s": statistics.median(speed) if speed else None, "runs": runs}
+    finally:
+        engine.stop_sync()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu-layers", type=int, nargs="+", default=[0, -1])
+    ap.add_argument("--model", default=None, help="GGUF path (default: the shipped SmolLM2-135M)")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--out", type=Path, default=Path("bench-results/engine_speed.json"))
+    a = ap.parse_args()
+    rows = [asyncio.run(measure(layers, a.model, a.runs, a.max_tokens)) for layers in a.gpu_layers]
+    print(f"{'engine':18} {'load s':>7} {'TTFT p50 ms':>12} {'tokens/s':>9}")
+    for r in rows:
+        label = "CPU" if r["n_gpu_layers"] == 0 else f"GPU ({r['n_gpu_layers']} layers)"
+        ttft = f"{r['ttft_ms_p50']:.1f}" if r["ttft_ms_p50"] is not None else "-"
+        tps = f"{r['tokens_per_s']:.1f}" if r["tokens_per_s"] is not None else "-"
+        print(f"{label:18} {r['load_s']:7.1f} {ttft:>12} {tps:>9}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

