@@ -161,3 +161,19 @@ def test_end_of_line_keeps_a_next_line_suggestion():
     assert text == "\n    return result" and stopped is not None
     text, _ = feed_all(ctx_of("x = ", "\n"), " compute()\nmore()\n")
     assert text == " compute()"
+
+
+def test_prefix_window_start_is_stable_while_typing():
+    # A long file: the prefix window is cut by the budget; typing at the end should keep
+    # its start on a 16-line grid, so consecutive prompts share their beginning.
+    body = "".join(f"item_{i} = compute({i})\n" for i in range(3000))
+    starts = []
+    text = body
+    for k in range(40):
+        text = text + ("\n" if k % 8 == 7 else "x")
+        ctx = build_context(text, len(text), "python", 256, 32, cursor_line=text.count("\n"))
+        assert tokens.count(ctx.prefix) <= 256
+        starts.append(ctx.prefix.split("\n", 1)[0])
+        first_line = text.count("\n") - ctx.prefix.count("\n")
+        assert first_line % 16 == 0
+    assert len(set(starts)) <= 2

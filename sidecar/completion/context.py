@@ -57,8 +57,18 @@ def detect_eol(text: str) -> str:
     return "\n"
 
 
-def build_context(text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int) -> CompletionContext:
+ALIGN_LINES = 16
+
+
+def build_context(text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int,
+                  cursor_line: int | None = None) -> CompletionContext:
     """Cut the windows around string offset ``offset`` of ``text``.
+
+    When the prefix is longer than its budget, the window starts at a line whose number
+    (0-based, ``cursor_line`` being the cursor's) is a multiple of ``ALIGN_LINES``: as the
+    user types, consecutive prompts then keep the same beginning for 16 lines at a time
+    instead of shifting by a line, so a local engine reuses its KV cache for the shared
+    prefix. Without ``cursor_line`` it is counted from ``text``.
 
     Raises NotCompletable for binary content (NUL characters near the cursor) or a cursor
     line longer than ``MAX_LINE_CHARS`` characters (minified code).
@@ -78,8 +88,18 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
     line_prefix = raw_prefix[raw_prefix.rfind("\n") + 1:]
     nl = raw_suffix.find("\n")
     line_suffix = raw_suffix if nl < 0 else raw_suffix[:nl]
+    prefix = tokens.tail(raw_prefix, prefix_tokens)
+    if len(prefix) < len(raw_prefix) or offset > len(raw_prefix):
+        if cursor_line is None:
+            cursor_line = text.count("\n", 0, offset) if eol != "\r" else text.count("\r", 0, offset)
+        skip = (-(cursor_line - prefix.count("\n"))) % ALIGN_LINES
+        for _ in range(skip):
+            nl = prefix.find("\n")
+            if nl < 0 or nl == len(prefix) - 1 or prefix.count("\n") <= 1:
+                break
+            prefix = prefix[nl + 1:]
     return CompletionContext(
-        prefix=tokens.tail(raw_prefix, prefix_tokens),
+        prefix=prefix,
         suffix=tokens.head(raw_suffix, suffix_tokens),
         line_prefix=line_prefix,
         line_suffix=line_suffix,

@@ -295,7 +295,8 @@ async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionPa
 
     settings = service.settings
     try:
-        ctx = build_context(text, offset, doc.language_id or "", settings.prefix_tokens, settings.suffix_tokens)
+        ctx = build_context(text, offset, doc.language_id or "", settings.prefix_tokens, settings.suffix_tokens,
+                            cursor_line=pos.line if selected is None else None)
     except NotCompletable as exc:
         log.info("no completion: %s", exc)
         service.metrics.count("not_completable")
