@@ -356,6 +356,8 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     s = Settings(**merged)
     if s.local_engine != "managed" and not s.local_url and s.resolved_mode in ("local", "auto"):
         raise ConfigError(f"invalid settings: local_engine '{s.local_engine}' needs local_url (SIDECAR_LOCAL_URL)")
+    if s.local_engine == "ollama" and not s.local_model and s.resolved_mode in ("local", "auto"):
+        raise ConfigError("invalid settings: local_engine 'ollama' needs local_model (SIDECAR_LOCAL_MODEL), e.g. qwen2.5-coder:1.5b")
     if s.debounce_min_ms > s.debounce_max_ms:
         raise ConfigError(
             f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})"

@@ -64,12 +64,13 @@ def build_local(settings: Settings) -> Any:
     model = settings.local_model or "default"
     common = dict(kind="local", base_url=url, model=model,
                   connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms)
+    ready_s = settings.cold_start_timeout_ms / 1000
     if engine == "llama-server":
         from .llama_server import LlamaServerBackend
 
-        return LlamaServerBackend(name=f"llama-server at {url}", **common)
+        return LlamaServerBackend(name=f"llama-server at {url}", ready_timeout_s=ready_s, **common)
     if engine == "ollama":
         from .ollama import OllamaBackend
 
-        return OllamaBackend(name=f"Ollama at {url}", **common)
+        return OllamaBackend(name=f"Ollama at {url}", ready_timeout_s=ready_s, **common)
     return OpenAICompatBackend(name=f"local OpenAI-compatible engine at {url}", **common)

@@ -78,10 +78,12 @@ def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset
     ``rejected`` holds strategies this model already refused at run time.
     """
     if provider == "llama-server":
-        return "infill"  # the engine applies the model's own FIM tokens
+        # The engine applies the model's own FIM tokens; a model without them refuses.
+        return "prefix" if "infill" in rejected else "infill"
     if provider == "ollama":
         # Ollama applies the model's FIM template when given ``suffix``; others get raw text.
-        return "suffix" if setting in ("auto", "suffix") and template_for(model) else "prefix"
+        fim = setting in ("auto", "suffix") and template_for(model) and "suffix" not in rejected
+        return "suffix" if fim else "prefix"
     if setting != "auto" and setting not in rejected:
         return setting
     order: list[str] = []
@@ -123,7 +125,7 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
                   max_tokens: int, temperature: float) -> UpstreamRequest:
     """The request body for ``strategy`` (see module doc) in the shape of ``provider``'s
     API. ``max_tokens`` counts model tokens."""
-    if provider == "llama-server":
+    if provider == "llama-server" and strategy == "infill":
         from ..backends.llama_server import infill_request
 
         return infill_request(ctx, max_tokens=max_tokens, temperature=temperature)
@@ -133,7 +135,7 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
         return generate_request(ctx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature)
     tmpl = template_for(model)
     common: dict = {"max_tokens": max_tokens, "temperature": temperature}
-    if provider == "llama-cpp-python":
+    if provider in ("llama-cpp-python", "llama-server"):
         # llama.cpp keeps the KV cache of a prompt prefix it has seen (llama-cpp-python
         # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
         # share their beginning, so only the new tail is evaluated.

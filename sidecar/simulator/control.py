@@ -9,7 +9,10 @@ All bodies are JSON. Errors answer 400 ``{"error": MESSAGE}``.
 - ``POST /_sim/fault``: a :meth:`Fault.to_dict` form or ``{"siliconflow": NAME}``, plus
   optional ``"persistent": true``.
 - ``POST /_sim/clear_faults``: drops all faults.
-- ``POST /_sim/reset``: forgets records, script and faults; restores the initial latency.
+- ``POST /_sim/loading``: ``{"seconds": S}`` simulates a model load of ``S`` seconds
+  (see :meth:`SimulatedBackend.set_loading`).
+- ``POST /_sim/reset``: forgets records, script, faults and the simulated load; restores
+  the initial latency.
 """
 
 from __future__ import annotations
@@ -79,6 +82,17 @@ def add_control_routes(app: web.Application, sim: SimulatedBackend) -> None:
         sim.clear_faults()
         return web.json_response({"ok": True})
 
+    async def post_loading(request: web.Request) -> web.Response:
+        try:
+            data = await _json_object(request)
+            seconds = data.get("seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise ValueError("'seconds' must be a number")
+            sim.set_loading(float(seconds))
+        except ValueError as exc:
+            return _bad(str(exc))
+        return web.json_response({"loading_s": sim.loading_s})
+
     async def post_reset(request: web.Request) -> web.Response:
         sim.reset()
         return web.json_response({"ok": True})
@@ -88,4 +102,5 @@ def add_control_routes(app: web.Application, sim: SimulatedBackend) -> None:
     app.router.add_post("/_sim/latency", post_latency)
     app.router.add_post("/_sim/fault", post_fault)
     app.router.add_post("/_sim/clear_faults", post_clear_faults)
+    app.router.add_post("/_sim/loading", post_loading)
     app.router.add_post("/_sim/reset", post_reset)

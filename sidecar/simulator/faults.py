@@ -7,8 +7,9 @@ from typing import Any, Mapping, Union
 
 JsonBody = Union[dict, list, str, None]
 
-#: Paths a fault applies to when it names none: the two generating endpoints.
-COMPLETION_PATHS: tuple[str, ...] = ("/v1/completions", "/v1/chat/completions")
+#: Paths a fault applies to when it names none: the generating endpoints (OpenAI's two,
+#: llama-server's ``/infill`` and Ollama's ``/api/generate``).
+COMPLETION_PATHS: tuple[str, ...] = ("/v1/completions", "/v1/chat/completions", "/infill", "/api/generate")
 
 FAULT_KINDS = ("status", "stall", "cut", "malformed")
 
@@ -51,6 +52,9 @@ class Fault:
             produces no tokens); ``None`` sends nothing at all.
         paths: request paths the fault applies to; ``None`` means
             :data:`COMPLETION_PATHS`. See :meth:`on`.
+
+    On the NDJSON stream of ``/api/generate``, ``malformed`` writes the line ``{not json``
+    and a stall writes no keep-alives (the format has none).
 
     On a non-streaming request, ``stall`` holds the answer back until the client goes
     away, ``cut`` sends half of the JSON body and closes the connection, and

@@ -36,7 +36,7 @@ def redact_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], bool, st
 
 @dataclass
 class RecordedRequest:
-    """What happened to one request on a ``/v1/...`` endpoint.
+    """What happened to one request on a ``/v1/...`` or local-engine endpoint.
 
     Times are ``time.monotonic()`` values in **seconds** (comparable with the test's own
     ``time.monotonic()``); ``None`` until the event happened.

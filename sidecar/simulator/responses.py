@@ -1,4 +1,4 @@
-"""Writing the simulated backend's answers: whole bodies, SSE streams, and faults.
+"""Writing the simulated backend's answers: whole bodies, streams (SSE or NDJSON), and faults.
 
 Every function updates the request's :class:`RecordedRequest` as bytes go out. Client
 disconnects surface as ``asyncio.CancelledError`` (aiohttp's handler cancellation) or
@@ -102,6 +102,50 @@ async def respond_whole(
     return resp
 
 
+class Framing:
+    """How one streaming endpoint frames its answer on the wire.
+
+    The default is OpenAI's SSE framing around a :class:`Shape`; the local-engine
+    endpoints (llama-server ``/infill``, Ollama ``/api/generate``) bring their own (see
+    :mod:`sidecar.simulator.engines`).
+
+    Attributes:
+        content_type, charset: of the response (``charset=None``: none sent).
+        malformed: bytes written by a ``malformed`` fault (one unparseable event/line).
+        keepalive: bytes written every ``keepalive_s`` seconds by a ``stall`` fault that
+            asks for keep-alives; ``None``: the format has none, so nothing is written.
+    """
+
+    content_type = "text/event-stream"
+    charset: str | None = "utf-8"
+    malformed = SSE_MALFORMED
+    keepalive: bytes | None = SSE_KEEPALIVE
+
+    def __init__(self, shape: Shape | None = None, prompt_tokens: int = 0) -> None:
+        self.shape = shape
+        self.prompt_tokens = prompt_tokens
+
+    def opening(self) -> list[bytes]:
+        """Written right after the headers, before the time to first token."""
+        return [SSE_KEEPALIVE]
+
+    def before_tokens(self) -> list[bytes]:
+        """Written after the time to first token, before the first token."""
+        assert self.shape is not None
+        return [sse_event(self.shape.empty_chunk())] + [sse_event(c) for c in self.shape.preamble()]
+
+    def token(self, piece: str, index: int) -> bytes:
+        """One token event carrying ``piece`` (token number ``index``, from 0)."""
+        assert self.shape is not None
+        return sse_event(self.shape.token_chunk(piece))
+
+    def closing(self, plan: OutputPlan) -> list[bytes]:
+        """Written after the last token: the final event(s) of a complete answer."""
+        assert self.shape is not None
+        use = usage(self.prompt_tokens, len(plan.pieces))
+        return [sse_event(self.shape.final_chunk(plan.finish_reason, use)), SSE_DONE]
+
+
 async def stream(
     request: web.Request,
     record: RecordedRequest,
@@ -112,7 +156,7 @@ async def stream(
     latency: LatencyModel,
     on_token: Callable[[], None],
 ) -> web.StreamResponse:
-    """Stream ``plan`` as SSE; ``on_token()`` is called after each token event.
+    """Stream ``plan`` as OpenAI-style SSE; ``on_token()`` is called after each token event.
 
     Sequence: headers, ``: keep-alive`` comment, (TTFT), a chunk with empty
     ``choices``, the shape's preamble (chat: role delta), one event per piece, token
@@ -120,16 +164,40 @@ async def stream(
     and ``usage``, ``data: [DONE]``. A fault acts just before token
     ``fault.after_tokens`` (or before the final chunk if the answer has fewer tokens).
     """
+    return await stream_frames(
+        request, record, Framing(shape, prompt_tokens), plan, fault, latency, on_token
+    )
+
+
+async def stream_frames(
+    request: web.Request,
+    record: RecordedRequest,
+    framing: Framing,
+    plan: OutputPlan,
+    fault: Fault | None,
+    latency: LatencyModel,
+    on_token: Callable[[], None],
+    extra_delay_s: float = 0.0,
+) -> web.StreamResponse:
+    """Stream ``plan`` in ``framing``'s wire format, paced by ``latency``.
+
+    Sequence: headers, ``framing.opening()``, (``extra_delay_s`` + TTFT seconds),
+    ``framing.before_tokens()``, one ``framing.token()`` per piece (token ``i`` at
+    ``first_token + i / tokens_per_s``), ``framing.closing()``. A fault acts just before
+    token ``fault.after_tokens`` (or before the closing frames if the answer has fewer
+    tokens). ``record.completed`` is set once the closing frames are written.
+    """
     resp = web.StreamResponse(status=200, headers={TRACE_HEADER: record.trace_id, "Cache-Control": "no-cache"})
-    resp.content_type = "text/event-stream"
-    resp.charset = "utf-8"
+    resp.content_type = framing.content_type
+    if framing.charset:
+        resp.charset = framing.charset
     record.status = 200
     await resp.prepare(request)
-    await resp.write(SSE_KEEPALIVE)
-    await asyncio.sleep(latency.sample_ttft_s())
-    await resp.write(sse_event(shape.empty_chunk()))
-    for chunk in shape.preamble():
-        await resp.write(sse_event(chunk))
+    for frame in framing.opening():
+        await resp.write(frame)
+    await asyncio.sleep(extra_delay_s + latency.sample_ttft_s())
+    for frame in framing.before_tokens():
+        await resp.write(frame)
 
     loop = asyncio.get_running_loop()
     interval = latency.token_interval_s()
@@ -142,41 +210,48 @@ async def stream(
                 await asyncio.sleep(delay)
         if pending is not None and pending.after_tokens == i:
             fault_now, pending = pending, None
-            if await stream_fault(request, resp, record, fault_now):
+            if await stream_fault(request, resp, record, fault_now, framing):
                 return resp
-        await resp.write(sse_event(shape.token_chunk(piece)))
+        await resp.write(framing.token(piece, i))
         if i == 0:
             first_at = loop.time()
             record.first_token_at = time.monotonic()
         record.tokens_sent += 1
         record.text_sent += piece
         on_token()
-    if pending is not None and await stream_fault(request, resp, record, pending):
+    if pending is not None and await stream_fault(request, resp, record, pending, framing):
         return resp
 
-    await resp.write(sse_event(shape.final_chunk(plan.finish_reason, usage(prompt_tokens, len(plan.pieces)))))
+    for frame in framing.closing(plan):
+        await resp.write(frame)
     record.finish_reason = plan.finish_reason
-    await resp.write(SSE_DONE)
     record.completed = True
     return resp
 
 
 async def stream_fault(
-    request: web.Request, resp: web.StreamResponse, record: RecordedRequest, fault: Fault
+    request: web.Request,
+    resp: web.StreamResponse,
+    record: RecordedRequest,
+    fault: Fault,
+    framing: Framing | None = None,
 ) -> bool:
-    """Apply a stream fault. Returns True if the stream is over (cut)."""
+    """Apply a stream fault in ``framing``'s wire format (default: SSE). Returns True if
+    the stream is over (cut)."""
+    framing = framing or Framing()
     record.fault = fault.kind
     logger.debug("request #%d: %s fault after %d tokens", record.index, fault.kind, record.tokens_sent)
     if fault.kind == "malformed":
-        await resp.write(SSE_MALFORMED)
+        await resp.write(framing.malformed)
         return False
     if fault.kind == "cut":
         close_transport(request)
         return True
     # stall: hold the connection open until the client leaves (or stop()).
     keepalive_s = fault.keepalive_s
-    while keepalive_s is None:
+    keepalive = framing.keepalive
+    while keepalive_s is None or keepalive is None:
         await asyncio.get_running_loop().create_future()  # never resolves; only cancelled
     while True:
         await asyncio.sleep(keepalive_s)
-        await resp.write(SSE_KEEPALIVE)
+        await resp.write(keepalive)

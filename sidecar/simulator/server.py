@@ -15,13 +15,14 @@ from typing import Any, Awaitable, Callable, Iterable, Union
 
 from aiohttp import web
 
+from . import engines
 from .control import add_control_routes
 from .faults import Fault
 from .latency import LatencyModel
 from .protocol import ChatShape, CompletionShape, RequestError, Shape, error_body, parse_generation
 from .recorder import RecordedRequest, Recorder, redact_headers
-from .responses import TRACE_HEADER, apply_plain_fault, respond_whole, send, send_status, stream
-from .tokens import plan_output
+from .responses import TRACE_HEADER, apply_plain_fault, respond_whole, send, send_status, stream, stream_frames
+from .tokens import count_tokens, plan_output
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,21 @@ class SimulatedBackend:
             get 401 ``Invalid token`` (plain text), as SiliconFlow answers.
         default_output: output when neither script nor responder gives one.
 
+    Local-engine endpoints (at :attr:`url`, the server root; shapes in
+    :mod:`sidecar.simulator.engines`), sharing the script, responder, latency model,
+    faults and request records:
+
+    - llama.cpp ``llama-server``: ``POST /infill`` (SSE ``{"content", "stop"}`` events,
+      a final ``stop: true`` event with ``tokens_cached`` and ``timings.cache_n``, the
+      prompt tokens a KV cache of the previous prompt would have reused) and
+      ``GET /health``. During :meth:`set_loading` both answer 503 ``Loading model``.
+      With :attr:`infill_supported` false, ``/infill`` answers 501 like a model without
+      FIM tokens.
+    - Ollama: ``POST /api/generate`` (NDJSON; 404 for a model not in
+      :meth:`set_ollama_models`, 400 "does not support insert" for a ``suffix`` sent to a
+      model listed as such; during :meth:`set_loading` a request waits for the load to
+      end, as Ollama loads a model on demand), ``GET /api/version``, ``GET /api/tags``.
+
     Usable as ``async with SimulatedBackend(...) as sim:`` (start and stop).
     Everything runs on the event loop that called :meth:`start`; the class is not
     thread-safe.
@@ -87,6 +103,12 @@ class SimulatedBackend:
         self._recorder = Recorder()
         self._handler_tasks: set[asyncio.Task] = set()
         self._stopping = False
+        self._loading_until = 0.0  # time.monotonic() seconds
+        self._kv_pieces: list[str] = []  # llama-server's simulated KV cache (one slot)
+        self._ollama_models: list[str] | None = None
+        self._ollama_no_insert: set[str] = set()
+        #: False: ``/infill`` answers 501, as llama-server does for a model without FIM tokens.
+        self.infill_supported = True
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -213,18 +235,49 @@ class SimulatedBackend:
         self._faults.clear()
         self._persistent_faults.clear()
 
+    def set_loading(self, seconds: float) -> None:
+        """Simulate a model load lasting ``seconds`` (from now; ``0`` ends it).
+
+        Meanwhile ``GET /health`` and ``POST /infill`` answer 503
+        ``{"error": {"code": 503, "message": "Loading model", ...}}`` (as llama-server
+        does), and ``POST /api/generate`` waits until the load ends before its TTFT (as
+        Ollama does); the ``/v1`` endpoints are not affected.
+
+        Raises:
+            ValueError: if ``seconds`` is negative.
+        """
+        if not seconds >= 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+        self._loading_until = time.monotonic() + seconds
+
+    @property
+    def loading_s(self) -> float:
+        """Seconds of the simulated model load still to go (0 when loaded)."""
+        return max(0.0, self._loading_until - time.monotonic())
+
+    def set_ollama_models(self, models: Iterable[str] | None, no_insert: Iterable[str] = ()) -> None:
+        """The models the Ollama endpoints have "pulled" (``None``, the default: any name
+        is served, and ``/api/tags`` lists :attr:`model`). Names without a tag mean
+        ``:latest``. Models in ``no_insert`` have no FIM template: a ``suffix`` gets 400
+        ``... does not support insert``."""
+        self._ollama_models = None if models is None else [engines.ollama_name(m) for m in models]
+        self._ollama_no_insert = {engines.ollama_name(m) for m in no_insert}
+
     def reset(self) -> None:
-        """Forget records, scripted outputs and faults; restore the initial latency model."""
+        """Forget records, scripted outputs, faults, the simulated load and KV cache;
+        restore the initial latency model."""
         self._script.clear()
         self.clear_faults()
         self.latency = self._initial_latency
         self._recorder.clear()
+        self._loading_until = 0.0
+        self._kv_pieces = []
 
     # -- observation ----------------------------------------------------------------
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Records of ``/v1/...`` requests in arrival order (a new list of live records)."""
+        """Records of requests (all but ``/_sim/...``) in arrival order (a new list of live records)."""
         return list(self._recorder.records)
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -292,6 +345,11 @@ class SimulatedBackend:
         app.router.add_post("/v1/completions", partial(self._handle_generation, chat=False))
         app.router.add_post("/v1/chat/completions", partial(self._handle_generation, chat=True))
         app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_post("/infill", partial(self._handle, work=self._infill))
+        app.router.add_get("/health", partial(self._handle, work=self._health))
+        app.router.add_post("/api/generate", partial(self._handle, work=self._generate))
+        app.router.add_get("/api/version", partial(self._handle, work=self._ollama_version))
+        app.router.add_get("/api/tags", partial(self._handle, work=self._ollama_tags))
         add_control_routes(app, self)
 
     async def _begin(self, request: web.Request) -> tuple[RecordedRequest, bool]:
@@ -440,6 +498,155 @@ class SimulatedBackend:
                 request, record, shape, plan, params.prompt_tokens, fault, latency, self._recorder.changed
             )
         return await respond_whole(request, record, shape, plan, params.prompt_tokens, fault, latency)
+
+    # -- llama-server -----------------------------------------------------------------
+
+    async def _health(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        if self.loading_s > 0:
+            return await send_status(request, record, 503, engines.LOADING_BODY)
+        fault = self._take_fault(request.path)
+        body = json.dumps({"status": "ok"}).encode()
+        if fault is not None:
+            return await apply_plain_fault(request, record, fault, body, "application/json")
+        resp = await send(request, record, web.Response(body=body, content_type="application/json"))
+        record.completed = True
+        return resp
+
+    async def _infill(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        if self._auth_failed(request):
+            return await send_status(request, record, 401, engines.llama_error(401, "Invalid API Key", "authentication_error"))
+        if self.loading_s > 0:
+            return await send_status(request, record, 503, engines.LOADING_BODY)
+        try:
+            if not body_ok:
+                raise RequestError(400, engines.llama_error(400, "request body is not valid JSON"))
+            params = engines.parse_infill(record.body)
+        except RequestError as exc:
+            return await send_status(request, record, exc.status, exc.body)
+        record.stream = params.stream
+        if not self.infill_supported:
+            return await send_status(request, record, 501, engines.INFILL_UNSUPPORTED_BODY)
+        fault = self._take_fault(request.path)
+        if fault is not None and fault.kind == "status":
+            record.fault = fault.kind
+            return await send_status(request, record, fault.status_code or 500, fault.body)
+        assert record.body is not None
+        try:
+            text = await self._output_text(record.body)
+        except Exception:
+            logger.exception("simulated backend: responder failed for request #%d", record.index)
+            return await send_status(request, record, 500, engines.llama_error(500, "Internal error", "server_error"))
+
+        plan = plan_output(text, params.stop, params.n_predict)
+        record.tokens_total = len(plan.pieces)
+        prompt = engines.infill_prompt_pieces(params)
+        cache_n = engines.common_prefix_len(prompt, self._kv_pieces) if params.cache_prompt else 0
+        # The slot keeps the prompt (and what it generates) for the next request.
+        self._kv_pieces = prompt + plan.pieces
+        latency = self.latency
+        stats = engines.InfillStats(
+            model=self.model,
+            prompt_n=len(prompt) - cache_n,
+            cache_n=cache_n,
+            stop_word=engines.stopping_word(text, params.stop),
+            ttft_ms=latency.ttft_ms,
+            tokens_per_s=latency.tokens_per_s,
+        )
+        if params.stream:
+            return await stream_frames(
+                request, record, engines.InfillFraming(stats), plan, fault, latency, self._recorder.changed
+            )
+        final = stats.final(plan)
+        final["content"] = plan.text
+        shape = _WholeAnswer(final)
+        return await respond_whole(request, record, shape, plan, 0, fault, latency)  # type: ignore[arg-type]
+
+    # -- Ollama -----------------------------------------------------------------------
+
+    def _ollama_has(self, name: str) -> bool:
+        return self._ollama_models is None or engines.ollama_name(name) in self._ollama_models
+
+    async def _ollama_version(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        resp = await send(request, record, web.json_response({"version": engines.OLLAMA_VERSION}))
+        record.completed = True
+        return resp
+
+    async def _ollama_tags(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        names = self._ollama_models if self._ollama_models is not None else [engines.ollama_name(self.model)]
+        models = [
+            {
+                "name": n,
+                "model": n,
+                "modified_at": "2025-01-01T00:00:00Z",
+                "size": 986_000_000,
+                "digest": uuid.uuid5(uuid.NAMESPACE_URL, n).hex * 2,
+                "details": {"format": "gguf", "family": "qwen2", "parameter_size": "1.5B", "quantization_level": "Q4_K_M"},
+            }
+            for n in names
+        ]
+        resp = await send(request, record, web.json_response({"models": models}))
+        record.completed = True
+        return resp
+
+    async def _generate(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
+        try:
+            if not body_ok:
+                raise RequestError(400, {"error": "invalid character in request body"})
+            params = engines.parse_generate(record.body)
+        except RequestError as exc:
+            return await send_status(request, record, exc.status, exc.body)
+        record.stream = params.stream
+        if not self._ollama_has(params.model):
+            return await send_status(request, record, 404, engines.ollama_not_found(params.model))
+        if params.suffix and engines.ollama_name(params.model) in self._ollama_no_insert:
+            return await send_status(request, record, 400, engines.ollama_no_insert(params.model))
+        load_s = self.loading_s
+        if not params.prompt and not params.suffix:  # only load the model
+            await asyncio.sleep(load_s)
+            body = {"model": params.model, "created_at": engines.created_at(), "response": "", "done": True, "done_reason": "load"}
+            resp = await send(request, record, web.json_response(body))
+            record.completed = True
+            return resp
+        fault = self._take_fault(request.path)
+        if fault is not None and fault.kind == "status":
+            record.fault = fault.kind
+            return await send_status(request, record, fault.status_code or 500, fault.body)
+        assert record.body is not None
+        try:
+            text = await self._output_text(record.body)
+        except Exception:
+            logger.exception("simulated backend: responder failed for request #%d", record.index)
+            return await send_status(request, record, 500, {"error": "an error was encountered while running the model"})
+
+        plan = plan_output(text, params.stop, params.num_predict)
+        record.tokens_total = len(plan.pieces)
+        latency = self.latency
+        stats = engines.GenerateStats(
+            model=params.model,
+            prompt_tokens=count_tokens(params.prompt) + count_tokens(params.suffix or ""),
+            load_s=load_s,
+            ttft_s=latency.ttft_ms / 1000,
+            tokens_per_s=latency.tokens_per_s,
+        )
+        if params.stream:
+            return await stream_frames(
+                request, record, engines.OllamaFraming(stats), plan, fault, latency, self._recorder.changed,
+                extra_delay_s=load_s,
+            )
+        if load_s:
+            await asyncio.sleep(load_s)
+        shape = _WholeAnswer(stats.final(plan, plan.text))
+        return await respond_whole(request, record, shape, plan, 0, fault, latency)  # type: ignore[arg-type]
+
+
+class _WholeAnswer:
+    """A stand-in for :class:`Shape` in ``respond_whole``: the body is already built."""
+
+    def __init__(self, body: dict) -> None:
+        self.body = body
+
+    def full(self, text: str, finish_reason: str, use: dict[str, int]) -> dict:
+        return self.body
 
 
 def _peer_port(request: web.Request) -> int | None:

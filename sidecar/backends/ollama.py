@@ -1,0 +1,289 @@
+"""Ollama as an external local engine: ``POST /api/generate`` with NDJSON streaming.
+
+Follows Ollama's API reference (docs/api.md, "Generate a completion"):
+
+- The body has ``model``, ``prompt``, ``suffix`` (text after the cursor: Ollama then
+  renders the model's own FIM template, and answers 400 "... does not support insert"
+  for a model that has none), ``raw`` (no template at all: a plain continuation of
+  ``prompt``), ``options`` (``num_predict``, ``temperature``, ``stop``), ``keep_alive``
+  (how long the model stays in memory after the request, e.g. ``"30m"``) and ``stream``.
+- The stream is NDJSON (``application/x-ndjson``): ``{"model", "created_at",
+  "response": "text", "done": false}`` per chunk, and last ``{"done": true,
+  "done_reason": "stop" | "length", "prompt_eval_count", "eval_count", durations in
+  nanoseconds, ...}``. Errors are ``{"error": "message"}``: 404 for a model that was not
+  pulled, and the same object as a line when generation fails mid-stream.
+- ``GET /api/version`` answers as soon as the server is up; a model loads on its first
+  request (an empty prompt only loads it), so :meth:`OllamaBackend.ensure_ready` loads it.
+- Closing the connection stops generation (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import aclosing
+from typing import Any, AsyncIterator
+
+import httpx2 as httpx
+
+from ..completion import prompt
+from ..completion.context import CompletionContext
+from .base import StreamInfo, UpstreamRequest
+from .errors import BAD_REQUEST, CONNECTION, ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, UNKNOWN, BackendError, classify
+from .llama_server import _message_of, iter_lines, parse_json_object, wait_until_ok
+from .openai_compat import OpenAICompatBackend
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEEP_ALIVE = "30m"
+
+
+def generate_request(
+    ctx: CompletionContext,
+    *,
+    model: str,
+    fim: bool,
+    max_tokens: int,
+    temperature: float,
+    keep_alive: str = DEFAULT_KEEP_ALIVE,
+) -> UpstreamRequest:
+    """The ``/api/generate`` request for ``ctx``.
+
+    ``fim=True`` (a model with a FIM template, e.g. ``qwen2.5-coder``): ``prompt`` is the
+    prefix and ``suffix`` the text after the cursor; Ollama renders the template;
+    strategy ``"suffix"``. ``fim=False``: ``raw: true`` and the prefix alone, a plain
+    continuation; strategy ``"prefix"``. ``max_tokens`` becomes ``options.num_predict``
+    (tokens); ``stop`` comes from :func:`prompt.stop_sequences`; ``keep_alive`` is an
+    Ollama duration (``"30m"``, ``"-1"`` forever). ``model`` is recorded in the body too;
+    the backend sets ``model`` and ``stream`` when sending.
+    """
+    body: dict[str, Any] = {"model": model, "prompt": ctx.prefix}
+    if fim:
+        body["suffix"] = ctx.suffix
+    body["raw"] = not fim
+    body["options"] = {
+        "num_predict": max_tokens,
+        "temperature": temperature,
+        "stop": prompt.stop_sequences(ctx),
+    }
+    body["keep_alive"] = keep_alive
+    return UpstreamRequest(endpoint="api/generate", body=body, strategy="suffix" if fim else "prefix")
+
+
+class OllamaBackend(OpenAICompatBackend):
+    """Ollama at ``base_url``, its ROOT URL (``http://127.0.0.1:11434``; a trailing
+    ``/v1`` is dropped); ``model`` is an Ollama model name (``qwen2.5-coder:1.5b``).
+
+    ``ready_timeout_s`` (seconds) bounds :meth:`ensure_ready` (server start plus model
+    load). With ``preload`` (default) :meth:`ensure_ready` loads the model, kept for
+    ``keep_alive`` (an Ollama duration), so the first completion does not pay the load.
+    Other arguments are :class:`OpenAICompatBackend`'s (timeouts in milliseconds).
+    """
+
+    api = "ollama"
+
+    def __init__(
+        self,
+        *,
+        name: str = "Ollama",
+        kind: str = "local",
+        base_url: str,
+        model: str,
+        ready_timeout_s: float = 120.0,
+        preload: bool = True,
+        keep_alive: str = DEFAULT_KEEP_ALIVE,
+        **kwargs: Any,
+    ) -> None:
+        root = base_url.rstrip("/")
+        if root.endswith("/v1"):
+            root = root[: -len("/v1")]
+        super().__init__(name=name, kind=kind, base_url=root, model=model, **kwargs)
+        self.ready_timeout_s = ready_timeout_s
+        self.preload = preload
+        self.keep_alive = keep_alive
+        self._ready = False
+        self._ready_lock = asyncio.Lock()
+
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`ensure_ready` has succeeded."""
+        return self._ready
+
+    async def ensure_ready(self) -> None:
+        """Wait until ``GET /api/version`` answers 200, then (with ``preload``) load the
+        model with an empty-prompt ``/api/generate``; all within ``ready_timeout_s``
+        seconds. After the first success this returns at once.
+
+        Raises BackendError: ENGINE when Ollama does not answer or the load times out or
+        fails; MODEL_NOT_FOUND (with the ``ollama pull`` command) for a model it has not
+        pulled.
+        """
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if self._ready:
+                return
+            deadline = time.perf_counter() + self.ready_timeout_s
+            await wait_until_ok(
+                self,
+                "api/version",
+                self.ready_timeout_s,
+                engine="Ollama",
+                start_hint="start it with `ollama serve` and check the URL.",
+            )
+            if self.preload:
+                await self._load(max(1.0, deadline - time.perf_counter()))
+            self._ready = True
+            log.info("%s ready at %s with %s", self.name, self.base_url, self.model)
+
+    async def _load(self, timeout_s: float) -> None:
+        t0 = time.perf_counter()
+        body = {"model": self.model, "keep_alive": self.keep_alive, "stream": False}
+        try:
+            r = await self._client.post("api/generate", json=body, timeout=timeout_s)
+            raw = await r.aread()
+        except httpx.TimeoutException:
+            raise BackendError(ENGINE, f"{self.name} did not load '{self.model}' within {timeout_s:.0f} s") from None
+        except httpx.TransportError as exc:
+            raise BackendError(ENGINE, f"{self.name} failed while loading '{self.model}': {exc}") from None
+        self.last_activity = time.perf_counter()
+        if r.status_code >= 400:
+            raise self._named(classify(r.status_code, raw, backend=self.name, model=self.model))
+        log.info("%s loaded %s in %.1f s", self.name, self.model, time.perf_counter() - t0)
+
+    async def list_models(self) -> list[str]:
+        """Names of the models Ollama has pulled (``GET /api/tags``), e.g.
+        ``["qwen2.5-coder:1.5b"]``. Raises BackendError(CONNECTION or UNKNOWN)."""
+        try:
+            r = await self._client.get("api/tags")
+            raw = await r.aread()
+        except httpx.TransportError as exc:
+            raise BackendError(CONNECTION, f"cannot reach {self.name} at {self.base_url}: {exc}") from None
+        info = StreamInfo()
+        obj = parse_json_object(raw, info) if r.status_code == 200 else None
+        models = obj.get("models") if obj else None
+        if not isinstance(models, list):
+            raise BackendError(UNKNOWN, f"{self.base_url}/api/tags answered HTTP {r.status_code} without a model list", r.status_code)
+        return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
+
+    async def prewarm(self) -> None:
+        """GET ``/api/version`` so a connection sits in the pool. Never raises."""
+        try:
+            r = await self._client.get("api/version")
+            await r.aread()
+            self.last_activity = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001 - prewarm is best effort
+            log.debug("prewarm %s failed: %s", self.name, exc)
+
+    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
+        """Like :meth:`OpenAICompatBackend.stream`, with Ollama's errors named: 404 for a
+        model not pulled raises BackendError(MODEL_NOT_FOUND) whose message gives the
+        ``ollama pull`` command; 400 "does not support insert" (a ``suffix`` for a model
+        without a FIM template) raises FIM_UNSUPPORTED; other 404s (a wrong URL) raise
+        BAD_REQUEST; 500 raises ENGINE."""
+        agen = super().stream(req, info)
+        try:
+            async for delta in agen:
+                yield delta
+        except BackendError as err:
+            raise self._named(err, req) from None
+        finally:
+            await agen.aclose()
+
+    def _named(self, err: BackendError, req: UpstreamRequest | None = None) -> BackendError:
+        if not err.status:
+            return err
+        detail = err.detail
+        low = detail.lower()
+        if err.status == 404 and ("model" in low or ("not found" in low and "page" not in low)):
+            return BackendError(
+                MODEL_NOT_FOUND,
+                f"{self.name} has no model '{self.model}': run `ollama pull {self.model}`, or choose a model "
+                f"that `ollama list` shows.",
+                404,
+                detail,
+            )
+        if err.status == 404:
+            endpoint = req.endpoint if req else "api/generate"
+            return BackendError(
+                BAD_REQUEST,
+                f"{self.base_url}/{endpoint} does not exist (HTTP 404): set Ollama's root URL "
+                f"(e.g. http://127.0.0.1:11434, without /v1).",
+                404,
+                detail,
+            )
+        if err.status == 400 and "does not support insert" in low:
+            return BackendError(
+                FIM_UNSUPPORTED,
+                f"{self.name}'s model '{self.model}' has no fill-in-the-middle template: {detail}",
+                400,
+                detail,
+            )
+        if err.status == 500:
+            return BackendError(ENGINE, f"{self.name} failed: {detail or 'HTTP 500'}", 500, detail)
+        return err
+
+    async def _deltas(self, resp: httpx.Response, info: StreamInfo, chat: bool) -> AsyncIterator[str]:
+        """Text of Ollama's NDJSON lines (``response``), up to the ``done: true`` line.
+
+        Lines are split on ``b"\\n"`` only (U+2028 may occur inside JSON strings).
+        Malformed lines are counted in ``info.malformed_events`` and skipped; the body is
+        read to its end; a body that ends without ``done: true`` sets ``info.truncated``.
+        The last line fills ``info.finish_reason`` (``done_reason``) and ``info.usage``:
+        ``prompt_tokens`` (``prompt_eval_count``), ``completion_tokens``
+        (``eval_count``), and ``load_ms``, ``prompt_eval_ms``, ``eval_ms``, ``total_ms``
+        (Ollama's nanosecond durations, in milliseconds). An ``{"error": ...}`` line
+        raises BackendError(ENGINE).
+        """
+        ctype = resp.headers.get("content-type", "")
+        if "json" not in ctype:  # not Ollama: an HTML page from a proxy or a wrong URL
+            await resp.aread()
+            kind = ctype.split(";")[0] or "no content type"
+            raise BackendError(
+                UNKNOWN,
+                f"{self.name} answered with {kind}, not NDJSON; is {self.base_url} Ollama's root URL?",
+                resp.status_code,
+            )
+        done = False
+        async with aclosing(iter_lines(resp)) as lines:
+            async for line in lines:
+                if done or not line.strip():
+                    continue  # read to the end so the connection goes back to the pool
+                obj = parse_json_object(line, info)
+                if obj is None:
+                    continue
+                if "error" in obj:
+                    raise BackendError(ENGINE, f"{self.name} failed mid-stream: {_message_of(line)}")
+                info.events += 1
+                text = obj.get("response")
+                if isinstance(text, str) and text:
+                    if not info.first_token_at:
+                        info.first_token_at = time.perf_counter()
+                    yield text
+                if obj.get("done") is True:
+                    done = True
+                    self._final(obj, info)
+        if not done:
+            info.truncated = True
+
+    @staticmethod
+    def _final(obj: dict, info: StreamInfo) -> None:
+        reason = obj.get("done_reason")
+        info.finish_reason = reason if isinstance(reason, str) and reason else "stop"
+        usage: dict[str, Any] = {}
+        for src, dst in (("prompt_eval_count", "prompt_tokens"), ("eval_count", "completion_tokens")):
+            if isinstance(obj.get(src), int):
+                usage[dst] = obj[src]
+        for src, dst in (
+            ("load_duration", "load_ms"),
+            ("prompt_eval_duration", "prompt_eval_ms"),
+            ("eval_duration", "eval_ms"),
+            ("total_duration", "total_ms"),
+        ):
+            if isinstance(obj.get(src), (int, float)):
+                usage[dst] = obj[src] / 1e6
+        info.usage = usage
+
+
+__all__ = ["DEFAULT_KEEP_ALIVE", "OllamaBackend", "generate_request"]
