@@ -29,13 +29,15 @@ MAX_COOLDOWN_S = 300.0
 class RouterBackend:
     """Routes each stream to ``local`` or ``cloud``; see the module doc."""
 
-    def __init__(self, local: Any, cloud: Any, on_switch: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, local: Any, cloud: Any, on_switch: Callable[[str, str], None] | None = None,
+                 cooldown_s: float = COOLDOWN_S) -> None:
         self.local = local
         self.cloud = cloud
         self._on_switch = on_switch or (lambda _side, _why: None)
         self._failures = 0
         self._open_until = 0.0
-        self._cooldown = COOLDOWN_S
+        self._base_cooldown = cooldown_s
+        self._cooldown = cooldown_s
         self._local_ready = False
         self._side = "cloud"
         self._ready_task: asyncio.Task[None] | None = None
@@ -86,7 +88,7 @@ class RouterBackend:
             return
         if error is None:
             self._failures = 0
-            self._cooldown = COOLDOWN_S
+            self._cooldown = self._base_cooldown
             return
         if error.kind not in _LOCAL_DOWN:
             return
