@@ -1,4 +1,4 @@
-"""Smoke test of the keystroke-replay benchmark: a tiny slice in both modes, fast backend."""
+"""Smoke test of the keystroke-replay benchmark: a tiny slice in every mode, fast backend."""
 
 from __future__ import annotations
 
@@ -9,41 +9,109 @@ import pytest
 
 from sidecar.bench import run_bench
 from sidecar.bench.cli import default_files
-from sidecar.bench.report import ROWS
+from sidecar.bench.replay import DEFAULT_MODES, MODE_SPECS
+from sidecar.bench.report import ROWS, compare, format_table, summarize
 from sidecar.bench.typist import TypistModel
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_bench_runs_both_modes_and_reports_every_row(tmp_path):
+async def test_bench_runs_every_mode_and_reports_every_row(tmp_path):
+    assert DEFAULT_MODES == ("sidecar", "sidecar-noprefetch", "naive")
+    assert MODE_SPECS["sidecar"].prefetch and not MODE_SPECS["sidecar-noprefetch"].prefetch
     typist = TypistModel(iki_median_ms=45, iki_sigma=0.3, line_end_median_ms=300, line_end_sigma=0.2,
                          long_pause_p=0.05, long_pause_min_s=0.4, long_pause_max_s=0.6)
     result = await run_bench(
-        default_files()[:1], keystrokes=40, seed=1, modes=("sidecar", "naive"), out_dir=tmp_path,
+        default_files()[:1], keystrokes=60, seed=2, wrong_rate=0.0, out_dir=tmp_path,
         latency={"ttft_ms": 60, "ttft_jitter": 0.3, "tokens_per_s": 400},
         typist=typist, grace_s=5.0, warmup_s=0.5,
         plot=importlib.util.find_spec("matplotlib") is not None,
     )
     data = json.loads(result.json_path.read_text())
-    assert data["table"]["columns"] == ["sidecar", "naive"]
+    assert data["table"]["columns"] == list(DEFAULT_MODES)
     keys = [row["key"] for row in data["table"]["rows"]]
     for key, _label in ROWS:
         assert key in keys
-    for mode in ("sidecar", "naive"):
+    for mode in DEFAULT_MODES:
         raw = data["runs"][mode]
         assert raw["errors"] == [], raw["errors"]
+        assert raw["prefetch"] is MODE_SPECS[mode].prefetch
         s = data["summaries"][mode]
-        assert raw["files"][0]["planned_keys"] >= 40
+        assert raw["files"][0]["planned_keys"] >= 60
         assert 0 < s["keystrokes"] <= raw["files"][0]["planned_keys"]  # accepts skip keys
         assert s["pauses"] > 0
         assert s["upstream_requests"] > 0
-    assert data["summaries"]["sidecar"]["lsp_unanswered"] == 0
+        # One record per accept, each with the re-request sent right after it.
+        assert len(raw["after_accept"]) == s["accepted"]
+        sent = {r["id"]: r for r in raw["requests"]}
+        for a in raw["after_accept"]:
+            assert a["request_id"] in sent and a["window_ms"] is not None
+        assert s["accepts_measured"] + s["accepts_at_region_end"] == s["accepted"]
+        assert s["accepts_without_suggestion"] == s["accepts_measured"] - s["accept_tts_samples"]
+    for mode in ("sidecar", "sidecar-noprefetch"):
+        assert data["summaries"][mode]["lsp_unanswered"] == 0
+        assert data["summaries"][mode]["accepted"] > 0
+    on, off = data["summaries"]["sidecar"], data["summaries"]["sidecar-noprefetch"]
+    # Prefetch ran only where it is on, and the server's counters reached the table.
+    assert on["prefetch_issued"] > 0 and on["prefetch_tokens_reserved"] > 0
+    assert on["prefetch_hit_rate"] == on["prefetch_used"] / on["prefetch_issued"]
+    assert off["prefetch_issued"] == 0 and off["prefetch_hit_rate"] is None
+    assert on["tokens_vs_noprefetch"] == on["tokens_generated"] - off["tokens_generated"]
+    assert off["tokens_vs_noprefetch"] is None
+    row = {r["key"]: r for r in data["table"]["rows"]}
+    assert row["prefetch_hit_rate"]["display"]["sidecar-noprefetch"] == "-"
+    assert row["prefetch_hit_rate"]["display"]["sidecar"].endswith(f"({on['prefetch_used']}/{on['prefetch_issued']})")
+    assert row["prefetch_tokens"]["sidecar"]["reserved"] == on["prefetch_tokens_reserved"]
     # The baseline makes one upstream request per keystroke; the sidecar far fewer.
     assert data["summaries"]["naive"]["upstream_per_100_keys"] > 90
-    assert data["summaries"]["sidecar"]["upstream_requests"] < data["summaries"]["naive"]["upstream_requests"]
-    assert "time-to-suggestion at pauses p50 (ms)" in result.table
+    for mode in ("sidecar", "sidecar-noprefetch"):
+        assert data["summaries"][mode]["upstream_requests"] < data["summaries"]["naive"]["upstream_requests"]
+    for label in ("time-to-suggestion at pauses p50 (ms)", "prefetch hit rate (used / issued)",
+                  "time-to-suggestion after an accept p50 (ms)", "tokens generated vs no-prefetch"):
+        assert label in result.table
     if result.png_path is not None:
         assert result.png_path.stat().st_size > 1000
+
+
+def _raw(mode, prefetch, tokens, accepts, stats):
+    return {
+        "mode": mode, "prefetch": prefetch, "pauses": [], "upstream": [
+            {"path": "/v1/completions", "tokens_sent": tokens, "completed": True, "disconnected": False}],
+        "keystrokes": 10, "keys_typed": 10 - len(accepts), "accepts": len(accepts),
+        "accepted_chars": 5 * len(accepts), "wall_s": 1.0, "errors": [],
+        "lsp": {"inline_sent": 10, "inline_answered": 10, "commands_sent": 0, "commands_answered": 0,
+                "non_empty_answers": 3},
+        "key_lateness_ms": {"count": 10, "mean": 1.0, "max": 2.0},
+        "after_accept": accepts, "server_stats": stats,
+    }
+
+
+def _accept(tts=None, late=None, empty=None, region_end=False):
+    return {"tts_ms": tts, "late_ms": late, "answered_empty_ms": empty, "window_ms": 150.0,
+            "region_end": region_end}
+
+
+def test_after_accept_and_prefetch_rows():
+    stats = {"prefetch": {"issued": 4, "used": 3, "wasted": 1, "skipped_budget": 2,
+                          "tokens_reserved": 900, "tokens_generated": 40},
+             "counters": {"answers.prefetch": 5}}
+    on = _raw("sidecar", True, 130, [_accept(tts=4), _accept(tts=10), _accept(tts=6), _accept(late=300),
+                                     _accept(empty=20), _accept(region_end=True)], stats)
+    off = _raw("sidecar-noprefetch", False, 100, [_accept(), _accept(tts=5)], {"prefetch": {}, "counters": {}})
+    s = compare({"sidecar": summarize(on), "sidecar-noprefetch": summarize(off)})
+    assert s["sidecar"]["accepts_measured"] == 5 and s["sidecar"]["accepts_at_region_end"] == 1
+    assert s["sidecar"]["accepts_without_suggestion"] == 2
+    assert (s["sidecar"]["accept_tts_p50_ms"], s["sidecar"]["accept_tts_p90_ms"]) == (6, 10)
+    assert s["sidecar"]["prefetch_hit_rate"] == 0.75
+    assert s["sidecar"]["tokens_vs_noprefetch"] == 30
+    assert s["sidecar-noprefetch"]["accepts_without_suggestion"] == 1
+    table = format_table(s)
+    line = lambda label: next(x for x in table.splitlines() if x.startswith(label))  # noqa: E731
+    assert "75% (3/4)" in line("prefetch hit rate")
+    assert line("prefetch hit rate").rstrip().endswith("-")
+    assert "900 / 40" in line("prefetch tokens reserved / generated")
+    assert "+30 (+30%)" in line("tokens generated vs no-prefetch")
+    assert "2/5" in line("accepts with no suggestion") and line("accepts with no suggestion").rstrip().endswith("1/2")
 
 
 def test_plan_is_deterministic_and_oracle_finds_the_cursor():

@@ -135,3 +135,26 @@ async def test_prefetch_off(tmp_path):
             await asyncio.sleep(0.3)
             st = await stats(client)
     assert len(completions(sim)) == 1 and not st["prefetch"]
+
+
+async def test_accept_before_the_prefetch_has_text_keeps_it(tmp_path):
+    # The user accepts while the "after shown" prefetch still waits for its first token:
+    # the next-line speculation must not replace it, and the re-request joins it.
+    async with SimulatedBackend(latency=LatencyModel(ttft_ms=300, tokens_per_s=400, seed=1), responder=responder) as sim:
+        async with sidecar(env_for(tmp_path, sim)) as client:
+            open_doc(client, URI, "import math\n\ndef area(r):\n    \n")
+            first = await asyncio.wait_for(client.text_document_inline_completion_async(
+                inline_params(URI, 3, 4, invoked=True)), 20)
+            item = first.items[0]
+            await sim.wait_until(lambda: len(completions(sim)) >= 2, timeout=5)
+            assert completions(sim)[1].tokens_sent == 0  # the prefetch has no text yet
+            insert(client, 2, 3, 4, item.insert_text)
+            await accept(client, item)
+            after_accept = await ask(client, 3, 4 + len(item.insert_text))
+            st = await stats(client)
+    assert after_accept is not None and after_accept.items[0].insert_text == "\n    return result"
+    # The re-request joined the prefetch: the only user stream is the first one. (A later
+    # upstream request may be the next speculation, made after this answer was shown.)
+    assert st["counters"]["sched.streams_started"] == 1 and st["counters"]["sched.joined"] == 1
+    assert completions(sim)[1].body["prompt"].endswith("* r * r") and completions(sim)[1].completed
+    assert st["prefetch"].get("skipped_busy", 0) == 0 and "cancelled.replaced" not in st["prefetch"]

@@ -1,8 +1,9 @@
 """Command line and entry point of the keystroke-replay benchmark.
 
 ``python -m sidecar.bench [--out DIR] [--seed N] [--files F ...] [--keystrokes N]
-[--modes sidecar,naive]`` types about N keys of each file, once per mode, prints one
-table (a column per mode) and writes ``bench.json`` and ``latency_cdf.png`` into DIR.
+[--modes sidecar,sidecar-noprefetch,naive]`` types about N keys of each file, once per
+mode, prints one table (a column per mode) and writes ``bench.json`` and
+``latency_cdf.png`` into DIR.
 
 There is no ``--speed``: scaling the typist and the simulated backend together would
 not scale the sidecar's own clock (its debounce floor and ceiling, first-line deadline
@@ -22,12 +23,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..demo.runner import language_id
-from .replay import MODES, RunOptions, run_modes
-from .report import format_table, plot_cdf, summarize, table_json, write_json
+from .replay import DEFAULT_MODES, MODE_SPECS, RunOptions, run_modes
+from .report import compare, format_table, plot_cdf, summarize, table_json, write_json
 from .typist import FilePlan, TypistModel, plan_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
 DEFAULT_FILES = ("job_queue.py", "ttlCache.ts")
+DEFAULT_KEYSTROKES = 350
 
 
 def default_files() -> list[Path]:
@@ -47,8 +49,10 @@ class BenchResult:
     plans: list[FilePlan] = field(default_factory=list)
 
 
-def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan]) -> dict[str, Any]:
+def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan],
+                    modes: list[str]) -> dict[str, Any]:
     return {
+        "modes": {m: asdict(MODE_SPECS[m]) for m in modes},
         "seed": opts.seed,
         "latency": opts.latency,
         "wrong_rate": opts.wrong_rate,
@@ -68,9 +72,9 @@ def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan]
 async def run_bench(
     files: list[str | Path] | None = None,
     *,
-    keystrokes: int = 350,
+    keystrokes: int = DEFAULT_KEYSTROKES,
     seed: int = 0,
-    modes: list[str] | tuple[str, ...] = ("sidecar", "naive"),
+    modes: list[str] | tuple[str, ...] = DEFAULT_MODES,
     out_dir: str | Path = "bench-results",
     latency: dict[str, Any] | None = None,
     wrong_rate: float = 0.25,
@@ -88,8 +92,10 @@ async def run_bench(
     median 400 ms, log-normal sigma 0.3, 50 tokens/s). Raises ValueError on bad arguments.
     """
     for m in modes:
-        if m not in MODES:
-            raise ValueError(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+        if m not in MODE_SPECS:
+            raise ValueError(f"unknown mode {m!r}; choose from {', '.join(MODE_SPECS)}")
+    if len(set(modes)) != len(modes):
+        raise ValueError(f"a mode is listed twice: {', '.join(modes)}")
     if not modes:
         raise ValueError("no modes to run")
     typist = typist or TypistModel()
@@ -107,7 +113,7 @@ async def run_bench(
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-") as tmp:
         raws = await run_modes(list(modes), plans, opts, Path(tmp), progress)
     wall = time.monotonic() - t0
-    summaries = {m: summarize(r) for m, r in raws.items()}
+    summaries = compare({m: summarize(r) for m, r in raws.items()})
     table = format_table(summaries)
     lat = opts.latency
     title = (f"keystroke replay, seed {seed}: TTFT median {lat['ttft_ms']:g} ms "
@@ -115,7 +121,7 @@ async def run_bench(
     json_path = out / "bench.json"
     png_path = out / "latency_cdf.png" if plot else None
     write_json(json_path, {
-        "setup": _describe_setup(opts, typist, plans),
+        "setup": _describe_setup(opts, typist, plans, list(modes)),
         "wall_s": round(wall, 2),
         "table": table_json(summaries),
         "table_text": table,
@@ -135,27 +141,31 @@ async def run_bench(
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/bench_replay",
-        description="Keystroke-replay benchmark: the sidecar's scheduling against a naive "
-                    "request-per-keystroke baseline, on a simulated SiliconFlow-like backend.",
+        description="Keystroke-replay benchmark: the sidecar's scheduling with and without "
+                    "speculative prefetch against a naive request-per-keystroke baseline, on a "
+                    "simulated SiliconFlow-like backend.",
     )
     p.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the typist, the backend and its mistakes (default 0)")
     p.add_argument("--files", nargs="+", default=None,
                    help="source files to type (default: fixtures/bench/job_queue.py and ttlCache.ts)")
-    p.add_argument("--keystrokes", type=int, default=350, help="keys to type per file (default 350)")
-    p.add_argument("--modes", default="sidecar,naive", help="comma-separated runs, in order (default sidecar,naive)")
+    p.add_argument("--keystrokes", type=int, default=DEFAULT_KEYSTROKES,
+                   help=f"keys to type per file (default {DEFAULT_KEYSTROKES})")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help="comma-separated runs, in order, from: sidecar (prefetch on), sidecar-noprefetch "
+                        f"(SIDECAR_PREFETCH=false), naive (default {','.join(DEFAULT_MODES)})")
     p.add_argument("--ttft-ms", type=float, default=400.0, help="backend median time to first token (default 400)")
     p.add_argument("--ttft-jitter", type=float, default=0.3, help="log-normal sigma of the TTFT (default 0.3)")
     p.add_argument("--tokens-per-s", type=float, default=50.0, help="backend decoding speed (default 50)")
     p.add_argument("--wrong-rate", type=float, default=0.25,
                    help="share of answers that are plausible but wrong (default 0.25)")
     p.add_argument("--cancel", choices=("before", "after", "never"), default="before",
-                   help="in the sidecar run, send $/cancelRequest for the previous unanswered request "
+                   help="in the sidecar runs, send $/cancelRequest for the previous unanswered request "
                         "before the new request (VS Code's order, the default), just after it, or never; "
                         "the naive run never cancels")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a sidecar setting for both runs, written to its config file "
-                        "(e.g. --set debounce_max_ms=100); repeatable")
+                   help="a sidecar setting for every run, written to its config file "
+                        "(e.g. --set debounce_max_ms=100; prefetch_enabled is set by the mode); repeatable")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return p
 

@@ -1,23 +1,30 @@
 """One benchmark run: a simulated backend process, a sidecar process, and the typist.
 
+Modes (:data:`MODE_SPECS`): ``sidecar`` (``scheduling = "adaptive"``, speculative
+prefetch on), ``sidecar-noprefetch`` (the same with ``SIDECAR_PREFETCH=false``) and
+``naive`` (a request per keystroke with no debounce, no cancel, no cache and no
+prefetch; the server's ``scheduling = "naive"`` runs every stream to its end).
+
 The editor model is VS Code's: every key press is one incremental
 ``textDocument/didChange`` followed by one ``textDocument/inlineCompletion`` request
-(trigger kind Automatic). In the ``sidecar`` run the client also sends
+(trigger kind Automatic). In the adaptive runs the client also sends
 ``$/cancelRequest`` for its previous request if that one is still unanswered; by default
 (``cancel="before"``) the cancel goes out before the new request, the order VS Code
 uses (a document change cancels the running provider call, then the next call starts).
 ``cancel="after"`` sends it just after the new request, ``"never"`` not at all. In the
-``naive`` run the client never cancels (the naive baseline is a request per keystroke
-with no debounce, no cancel and no cache, and the server's ``scheduling = "naive"`` runs
-every stream to its end).
+``naive`` run the client never cancels.
 
 At a pause (see :mod:`sidecar.bench.typist`) the bench looks at the request of the last
 key before the pause: its time to suggestion is from that key to its answer, if the
 answer arrived before the pause ended and has text. The first
 ``sidecar/inlineCompletionUpdate`` with text for the same document version is recorded
 too. At the end of the pause, if the answer's text is a prefix of the true rest of the
-region, the typist accepts it: one ``didChange`` inserting it, then the item's
-``sidecar.acceptCompletion`` command; typing goes on after it.
+region, the typist accepts it, in VS Code's order: one ``didChange`` inserting it, the
+item's ``sidecar.acceptCompletion`` command, then at once a new inline completion
+request at the cursor after the accepted text (VS Code re-triggers after its accept
+command). The time to suggestion after an accept is from that ``didChange`` to the
+answer of the re-request, if it has text and arrives before the next key press (or, after
+a file's last accept, within the grace period); typing goes on after the accept.
 """
 
 from __future__ import annotations
@@ -40,7 +47,25 @@ from ..demo.typist import position_at
 from .truth import TrueFile
 from .typist import FilePlan
 
-MODES = {"sidecar": "adaptive", "naive": "naive"}
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """How one column of the table runs the sidecar."""
+
+    scheduling: str  # the server's ``scheduling`` setting
+    prefetch: bool  # ``SIDECAR_PREFETCH``
+    cache: bool  # ``SIDECAR_CACHE`` (an empty cache in the run's own directory)
+    client_cancels: bool  # the client sends ``$/cancelRequest`` (per ``RunOptions.cancel``)
+
+
+MODE_SPECS: dict[str, ModeSpec] = {
+    "sidecar": ModeSpec("adaptive", prefetch=True, cache=True, client_cancels=True),
+    "sidecar-noprefetch": ModeSpec("adaptive", prefetch=False, cache=True, client_cancels=True),
+    "naive": ModeSpec("naive", prefetch=False, cache=False, client_cancels=False),
+}
+MODES = {name: spec.scheduling for name, spec in MODE_SPECS.items()}
+DEFAULT_MODES = ("sidecar", "sidecar-noprefetch", "naive")
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
@@ -107,6 +132,37 @@ class PauseRecord:
     accepted: bool = False
 
 
+@dataclass
+class AcceptRecord:
+    """One accept and the suggestion (if any) the editor showed right after it.
+
+    The window is from the accept (its ``didChange``) to the next key press, or to the
+    end of the file's grace period after its last key. ``tts_ms`` is set when the
+    re-request's answer had text and arrived within the window; ``late_ms`` when it had
+    text but came after the window; ``answered_empty_ms`` when it came within the window
+    with nothing. An accept that reaches the end of the typed region (the simulated model
+    never answers past it, the document already has what follows) is recorded with
+    ``region_end`` and left out of the figures."""
+
+    file: str
+    key_index: int
+    line: int
+    column: int
+    chars: int
+    ends_line: bool  # the accepted text ends its line (the true file has a line break next)
+    region_end: bool  # it reaches the end of the typed region: nothing is left to suggest
+    request_id: str
+    version: int
+    window_ms: float | None = None
+    next_key: bool = True  # False after a file's last accept (the window is the grace period)
+    tts_ms: float | None = None
+    late_ms: float | None = None
+    answered_empty_ms: float | None = None
+    update_ms: float | None = None  # first update notification with text, within the window
+    suggestion: str | None = None
+    error: str | None = None
+
+
 class _LogTrap(logging.Handler):
     """Keeps pygls client warnings (late answers, cancelled ids) out of the table."""
 
@@ -126,13 +182,14 @@ def _describe(exc: BaseException) -> str:
 
 
 class ModeRun:
-    """Type every plan into one sidecar started in ``mode`` (``sidecar`` or ``naive``)."""
+    """Type every plan into one sidecar started in ``mode`` (a key of :data:`MODE_SPECS`)."""
 
     def __init__(self, mode: str, plans: list[FilePlan], opts: RunOptions, workdir: Path,
                  progress: Callable[[str], None] | None = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r} (expected one of {sorted(MODES)})")
+        if mode not in MODE_SPECS:
+            raise ValueError(f"unknown mode {mode!r} (expected one of {sorted(MODE_SPECS)})")
         self.mode = mode
+        self.spec = MODE_SPECS[mode]
         self.plans = plans
         self.opts = opts
         self.workdir = workdir / mode
@@ -143,6 +200,9 @@ class ModeRun:
         self.requests: list[LspRequest] = []
         self.commands: list[LspRequest] = []
         self.pauses: list[PauseRecord] = []
+        self.accept_records: list[AcceptRecord] = []
+        self._accept_requests: list[tuple[AcceptRecord, LspRequest, float]] = []
+        self._open_accept: tuple[AcceptRecord, LspRequest, float] | None = None
         self.first_update: dict[tuple[str, int], float] = {}
         self.latest_update: dict[tuple[str, int], str] = {}
         self.updates = 0
@@ -155,7 +215,7 @@ class ModeRun:
         self._pending: set[asyncio.Future] = set()
         if opts.cancel not in ("before", "after", "never"):
             raise ValueError(f"cancel must be 'before', 'after' or 'never', got {opts.cancel!r}")
-        self.cancel_order = opts.cancel if mode == "sidecar" else "never"
+        self.cancel_order = opts.cancel if self.spec.client_cancels else "never"
 
     # -------------------------------------------------------------- processes
     async def _start_sim(self) -> tuple[asyncio.subprocess.Process, str]:
@@ -219,19 +279,20 @@ class ModeRun:
             {
                 "SILICONFLOW_API_KEY": "sk-bench",
                 "SIDECAR_BASE_URL": base_url,
-                "SIDECAR_SCHEDULING": MODES[self.mode],
+                "SIDECAR_SCHEDULING": self.spec.scheduling,
+                "SIDECAR_PREFETCH": "true" if self.spec.prefetch else "false",
                 "SIDECAR_CONFIG": str(self._config_file()),
                 "SIDECAR_LOG_LEVEL": "warning",
                 "XDG_CACHE_HOME": str(self.workdir / "cache"),
                 "XDG_STATE_HOME": str(self.workdir / "state"),
                 # The naive baseline has no cache; the sidecar's cache (if any) starts
                 # empty in this run's own directory.
-                "SIDECAR_CACHE": "true" if self.mode == "sidecar" else "false",
+                "SIDECAR_CACHE": "true" if self.spec.cache else "false",
             },
             default_command=True,
         )
         keep = {"SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_SCHEDULING", "SIDECAR_CONFIG",
-                "SIDECAR_LOG_LEVEL", "SIDECAR_CACHE"}
+                "SIDECAR_LOG_LEVEL", "SIDECAR_CACHE", "SIDECAR_PREFETCH"}
         return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
 
     # -------------------------------------------------------------- the run
@@ -310,6 +371,7 @@ class ModeRun:
             self.errors.append(f"{plan.name}: the bench's document diverged from the true file")
         # Let the last answers of this file arrive before closing it.
         await self._wait_answers(self.opts.grace_s)
+        self._close_accept(time.monotonic(), next_key=False)
         s.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
         )
@@ -318,17 +380,25 @@ class ModeRun:
     def _press(self, plan: FilePlan, uri: str, cursor: int, text: str, last: LspRequest | None,
                due: float) -> tuple[float, LspRequest]:
         """Insert ``text`` at ``cursor`` (one didChange) and ask for a completion."""
+        t = self._insert(cursor, text, due)
+        req = self._ask(uri, cursor + len(text), last)
+        return t, req
+
+    def _insert(self, cursor: int, text: str, due: float) -> float:
+        """One didChange; the key press that ends the window of the previous accept."""
+        self._close_accept(time.monotonic())
         line, character = position_at(self.session.text, cursor)
         self.session.insert(line, character, text, cursor)
         t = time.monotonic()
         self.key_lateness_ms.append((t - due) * 1000)
-        req = self._ask(uri, cursor + len(text), last)
-        return t, req
+        return t
 
     def _accept(self, plan: FilePlan, uri: str, cursor: int, suggestion: str, last: LspRequest,
                 due: float) -> tuple[float, LspRequest]:
+        """Accept ``suggestion`` as VS Code does: the edit, the item's command, then a new
+        request at the cursor after the accepted text."""
         item = last.item
-        t, req = self._press(plan, uri, cursor, suggestion, last, due)
+        t = self._insert(cursor, suggestion, due)
         self.accepts += 1
         self.accepted_chars += len(suggestion)
         cmd = getattr(item, "command", None)
@@ -336,7 +406,42 @@ class ModeRun:
             self._send(types.WORKSPACE_EXECUTE_COMMAND,
                        types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
                        "command", uri, 0, cursor, "")
+        end = cursor + len(suggestion)
+        req = self._ask(uri, end, last)
+        line, column = position_at(plan.text, end)
+        rec = AcceptRecord(plan.name, plan.key_index_at(cursor), line + 1, column + 1, len(suggestion),
+                           plan.text.startswith("\n", end) or end >= len(plan.text), end >= plan.end,
+                           req.id, req.version)
+        self._open_accept = (rec, req, t)
         return t, req
+
+    def _close_accept(self, now: float, next_key: bool = True) -> None:
+        """End the window of the open accept at ``now`` and record what it showed."""
+        if self._open_accept is None:
+            return
+        rec, req, t = self._open_accept
+        self._open_accept = None
+        rec.window_ms = round((now - t) * 1000, 1)
+        rec.next_key = next_key
+        if req.answered is not None and req.answered <= now:
+            ms = round((req.answered - t) * 1000, 1)
+            if req.text:
+                rec.tts_ms = ms
+                rec.suggestion = req.text
+            else:
+                rec.answered_empty_ms = ms
+        upd = self.first_update.get((req.uri, req.version))
+        if upd is not None and upd <= now:
+            rec.update_ms = round((upd - t) * 1000, 1)
+        self.accept_records.append(rec)
+        self._accept_requests.append((rec, req, t))
+
+    def _settle_accepts(self) -> None:
+        """After the run: the answers that came after their accept's window (or errors)."""
+        for rec, req, t in self._accept_requests:
+            rec.error = req.error
+            if rec.tts_ms is None and req.text and req.answered is not None:
+                rec.late_ms = round((req.answered - t) * 1000, 1)
 
     def _cancel(self, last: LspRequest | None) -> None:
         if last is not None and last.answered is None and not last.cancel_sent:
@@ -432,9 +537,11 @@ class ModeRun:
                 if r.get(k) is not None:
                     r[k] = round(r[k] - t0, 4)
         inline = self.requests
+        self._settle_accepts()
         return {
             "mode": self.mode,
-            "scheduling": MODES[self.mode],
+            "scheduling": self.spec.scheduling,
+            "prefetch": self.spec.prefetch,
             "client_cancels_previous": self.cancel_order,
             "wall_s": round(ended - started, 2),
             "keys_typed": self.keys_typed,
@@ -458,6 +565,7 @@ class ModeRun:
             },
             "key_lateness_ms": _summary(self.key_lateness_ms),
             "pauses": [asdict(p) for p in self.pauses],
+            "after_accept": [asdict(a) for a in self.accept_records],
             "upstream": records,
             "server_stats": stats,
             "requests": [r.to_dict(t0) for r in inline],
@@ -483,4 +591,4 @@ async def run_modes(modes: list[str], plans: list[FilePlan], opts: RunOptions, w
     return out
 
 
-__all__ = ["MODES", "ModeRun", "RunOptions", "run_modes"]
+__all__ = ["DEFAULT_MODES", "MODES", "MODE_SPECS", "ModeRun", "ModeSpec", "RunOptions", "run_modes"]

@@ -17,6 +17,20 @@ Definitions (each run separately):
   the characters of accepted suggestions.
 - **LSP requests left unanswered**: inline completion and command requests sent minus
   those answered (with a result or an error), after the final grace period.
+- **prefetch hit rate**: the server's ``prefetch.used / prefetch.issued`` at the end of
+  the run (``sidecar.stats``); ``-`` for a run without prefetch.
+- **time-to-suggestion after an accept, p50/p90 (ms)**: over the accepts whose
+  re-request (sent right after the accept) was answered with text before the next key
+  press, from the accept's ``didChange`` to that answer. **Accepts with no suggestion
+  before the next key** counts the others (answered empty, answered late, or not yet).
+  Accepts that reach the end of the typed region are left out (nothing is left to
+  suggest there; the simulated model answers nothing).
+- **prefetch tokens reserved / generated**: the server's ``prefetch.tokens_reserved``
+  (prompt estimate plus ``max_tokens``, counted against the per-minute budget) and
+  ``prefetch.tokens_generated`` (tokens the prefetch streams produced).
+- **tokens generated vs no-prefetch**: this run's tokens generated (all streams, as the
+  simulated backend counts them) minus the ``sidecar-noprefetch`` run's; the two runs
+  accept different suggestions, so part of the difference is the typing, not prefetch.
 """
 
 from __future__ import annotations
@@ -29,6 +43,8 @@ from typing import Any
 from ..metrics import percentile
 from .replay import GENERATION_PATHS
 
+NOPREFETCH = "sidecar-noprefetch"  # the column the prefetch runs are compared with
+
 ROWS: list[tuple[str, str]] = [
     ("tts_p50_ms", "time-to-suggestion at pauses p50 (ms)"),
     ("tts_p90_ms", "time-to-suggestion at pauses p90 (ms)"),
@@ -38,11 +54,18 @@ ROWS: list[tuple[str, str]] = [
     ("upstream_aborted", "upstream streams aborted"),
     ("tokens_per_accepted_char", "tokens generated per accepted character"),
     ("lsp_unanswered", "LSP requests left unanswered"),
+    ("prefetch_hit_rate", "prefetch hit rate (used / issued)"),
+    ("accept_tts_p50_ms", "time-to-suggestion after an accept p50 (ms)"),
+    ("accept_tts_p90_ms", "time-to-suggestion after an accept p90 (ms)"),
+    ("accepts_without_suggestion", "accepts with no suggestion before the next key"),
+    ("prefetch_tokens", "prefetch tokens reserved / generated"),
+    ("tokens_vs_noprefetch", "tokens generated vs no-prefetch"),
 ]
 
 EXTRA_ROWS: list[tuple[str, str]] = [
     ("pauses", "pauses"),
     ("accepted", "suggestions accepted (chars)"),
+    ("prefetch_counts", "prefetch wasted / cancelled / skipped"),
     ("upstream_requests", "upstream requests"),
     ("tokens_generated", "tokens generated"),
     ("answers_with_text", "LSP answers with text / sent"),
@@ -61,6 +84,14 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     lsp = raw["lsp"]
     sent = lsp["inline_sent"] + lsp["commands_sent"]
     answered = lsp["inline_answered"] + lsp["commands_answered"]
+    all_accepts = raw.get("after_accept") or []
+    accepts = [a for a in all_accepts if not a.get("region_end")]  # nothing left to suggest there
+    after = [a["tts_ms"] for a in accepts if a["tts_ms"] is not None]
+    stats = raw.get("server_stats") or {}
+    pf = stats.get("prefetch") or {}
+    counters = stats.get("counters") or {}
+    prefetch_on = bool(raw.get("prefetch"))
+    issued = int(pf.get("issued", 0))
     return {
         "tts_p50_ms": percentile(shown, 50),
         "tts_p90_ms": percentile(shown, 90),
@@ -89,13 +120,68 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "key_lateness_mean_ms": raw["key_lateness_ms"]["mean"],
         "key_lateness_max_ms": raw["key_lateness_ms"]["max"],
         "errors": len(raw["errors"]),
+        "prefetch_enabled": prefetch_on,
+        "prefetch_hit_rate": (int(pf.get("used", 0)) / issued) if prefetch_on and issued else None,
+        "prefetch": {k: pf[k] for k in sorted(pf)},  # the server's counters, raw
+        "prefetch_issued": issued,
+        "prefetch_used": int(pf.get("used", 0)),
+        "prefetch_wasted": int(pf.get("wasted", 0)),
+        "prefetch_cancelled": int(pf.get("cancelled", 0)),
+        "prefetch_skipped": sum(int(pf.get(k, 0)) for k in ("skipped_budget", "skipped_busy", "skipped_cached")),
+        "prefetch_tokens_reserved": int(pf.get("tokens_reserved", 0)),
+        "prefetch_tokens_generated": int(pf.get("tokens_generated", 0)),
+        "prefetch_tokens": {"reserved": int(pf.get("tokens_reserved", 0)),
+                            "generated": int(pf.get("tokens_generated", 0))} if prefetch_on else None,
+        "prefetch_counts": {k: int(pf.get(k, 0)) for k in ("wasted", "cancelled", "skipped_budget",
+                                                            "skipped_busy", "skipped_cached")} if prefetch_on else None,
+        "answers_from_prefetch": int(counters.get("answers.prefetch", 0)),
+        "acceptance": stats.get("acceptance"),
+        "accept_tts_p50_ms": percentile(after, 50),
+        "accept_tts_p90_ms": percentile(after, 90),
+        "accept_tts_samples": len(after),
+        "accepts_measured": len(accepts),
+        "accepts_at_region_end": len(all_accepts) - len(accepts),
+        "accepts_without_suggestion": len(accepts) - len(after),
+        "accepts_answered_late": sum(1 for a in accepts if a["late_ms"] is not None),
+        "accepts_answered_empty": sum(1 for a in accepts if a["answered_empty_ms"] is not None),
+        "accept_window_p50_ms": percentile([a["window_ms"] for a in accepts if a["window_ms"] is not None], 50),
+        "tokens_vs_noprefetch": None,  # filled by compare()
+        "tokens_vs_noprefetch_share": None,
     }
+
+
+def compare(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Fill the cross-run figures: each prefetch run's tokens generated minus the
+    ``sidecar-noprefetch`` run's (when both ran). Returns ``summaries``."""
+    base = summaries.get(NOPREFETCH)
+    for s in summaries.values():
+        if base is not None and s is not base and s.get("prefetch_enabled"):
+            diff = s["tokens_generated"] - base["tokens_generated"]
+            s["tokens_vs_noprefetch"] = diff
+            s["tokens_vs_noprefetch_share"] = (diff / base["tokens_generated"]) if base["tokens_generated"] else None
+    return summaries
 
 
 def _cell(key: str, s: dict[str, Any]) -> str:
     v = s.get(key)
-    if key.startswith("tts_"):
+    if key.startswith(("tts_", "accept_tts_")):
         return "-" if v is None else f"{v:.0f}"
+    if key == "prefetch_hit_rate":
+        if not s.get("prefetch_enabled"):
+            return "-"
+        rate = "-" if v is None else f"{100 * v:.0f}%"
+        return f"{rate} ({s['prefetch_used']}/{s['prefetch_issued']})"
+    if key == "accepts_without_suggestion":
+        return f"{v}/{s['accepts_measured']}"
+    if key == "prefetch_tokens":
+        return "-" if v is None else f"{v['reserved']} / {v['generated']}"
+    if key == "prefetch_counts":
+        return "-" if v is None else f"{s['prefetch_wasted']} / {s['prefetch_cancelled']} / {s['prefetch_skipped']}"
+    if key == "tokens_vs_noprefetch":
+        if v is None:
+            return "-"
+        share = s.get("tokens_vs_noprefetch_share")
+        return f"{v:+d}" + ("" if share is None else f" ({100 * share:+.0f}%)")
     if key == "pauses_with_suggestion":
         return "-" if v is None else f"{100 * v:.0f}% ({s['pauses_shown']}/{s['pauses']})"
     if key == "upstream_per_100_keys":
@@ -159,32 +245,43 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     path.write_text(json.dumps(_jsonable(payload), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _cdf(ax: Any, raws: dict[str, dict[str, Any]], key: str, sample: str, window: str, what: str) -> None:
+    """One CDF panel: ``raw[key]`` records (but those at the region's end), ``sample`` the
+    time field, ``window`` the record's duration (the curve runs to the longest one)."""
+    longest = 0.0
+    for mode, raw in raws.items():
+        recs = [r for r in raw.get(key) or [] if not r.get("region_end")]
+        xs = sorted(r[sample] for r in recs if r[sample] is not None)
+        longest = max([longest] + [r[window] for r in recs if r.get(window) is not None])
+        if not recs:
+            continue
+        ys = [(i + 1) / len(recs) for i in range(len(xs))]
+        end = max([longest] + xs)
+        ax.step([0.0] + xs + [end], [0.0] + ys + [ys[-1] if ys else 0.0], where="post",
+                label=f"{mode}: {len(xs)}/{len(recs)} {what}", linewidth=2)
+    ax.set_ylim(0, 1)
+    ax.set_xlim(left=0)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right", fontsize=8)
+
+
 def plot_cdf(path: Path, raws: dict[str, dict[str, Any]], title: str) -> None:
-    """PNG of the time-to-suggestion CDF over all pauses, one curve per run."""
+    """PNG with two CDFs, one curve per run: time to suggestion over all pauses, and
+    time to suggestion over all accepts."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
-    longest = 0.0
-    for mode, raw in raws.items():
-        pauses = raw["pauses"]
-        xs = sorted(p["tts_ms"] for p in pauses if p["tts_ms"] is not None)
-        longest = max([longest] + [p["duration_ms"] for p in pauses])
-        if not pauses:
-            continue
-        ys = [(i + 1) / len(pauses) for i in range(len(xs))]
-        end = max([longest] + xs)
-        ax.step([0.0] + xs + [end], [0.0] + ys + [ys[-1] if ys else 0.0], where="post",
-                label=f"{mode}: {len(xs)}/{len(pauses)} pauses showed a suggestion", linewidth=2)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 8), dpi=120)
+    _cdf(ax, raws, "pauses", "tts_ms", "duration_ms", "pauses showed a suggestion")
     ax.set_xlabel("time to suggestion after the last key before a pause (ms)")
-    ax.set_ylabel("share of all pauses with a suggestion shown")
-    ax.set_ylim(0, 1)
-    ax.set_xlim(left=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.set_ylabel("share of all pauses")
     ax.set_title(title, fontsize=10)
+    _cdf(ax2, raws, "after_accept", "tts_ms", "window_ms", "accepts showed a suggestion")
+    ax2.set_xlabel("time to suggestion after an accept, before the next key (ms)")
+    ax2.set_ylabel("share of all accepts")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

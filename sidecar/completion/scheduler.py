@@ -303,11 +303,11 @@ class Scheduler:
         p = doc.prefetch
         if p is not None:
             typed = p.typed_since_anchor(doc_prefix, doc_suffix)
-            if typed is not None and not p.failed and (typed == "" or (p.agrees(typed) and p.text)):
-                return  # the running or finished prefetch already covers this
-            self._drop_prefetch(doc, "replaced")
-        if self._active_prefetch >= st.prefetch_max_concurrent or (
-            self._active_user + self._active_prefetch >= st.max_concurrent_streams - 1
+            if typed == "" or (typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done)):
+                return  # the running or finished prefetch already covers (or tried) this
+        live = sum(1 for d in self._docs.values() if d.prefetch is not None and not d.prefetch.done and d is not doc)
+        if live >= st.prefetch_max_concurrent or (
+            self._active_user + live >= st.max_concurrent_streams - 1
         ):
             self.metrics.count("prefetch.skipped_busy")
             return
@@ -318,6 +318,7 @@ class Scheduler:
         if not self._token_budget().try_reserve(estimate):
             self.metrics.count("prefetch.skipped_budget")
             return
+        self._drop_prefetch(doc, "replaced")
         s = InflightStream(uri, ctx, doc_prefix, doc_suffix)
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
