@@ -1,4 +1,5 @@
-"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``, ``cache``."""
+"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``,
+``cache``, ``install-editor``."""
 
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     demo_arguments(p)
     p.set_defaults(fn=_demo)
     sub.add_parser("simulate", help="run the simulated OpenAI/SiliconFlow backend on 127.0.0.1 (see simulate --help)")
+    sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
     p = sub.add_parser("cache", help="show or clear the completion cache file")
@@ -114,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         from .simulator.__main__ import main as sim_main
 
         return int(sim_main(argv[1:]) or 0)
+    if argv and argv[0] == "install-editor":  # its own parser owns every option after the word
+        from .install_editor import main as install_editor_main
+
+        return install_editor_main(argv[1:])
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 
