@@ -110,6 +110,7 @@ class CompletionCache:
 
     async def clear(self) -> int:
         """Empty both layers; returns the number of entries removed (the larger count)."""
+        await self.open()
         n_mem = self.memory.clear()
         n_disk = await self.store.clear() if self.store is not None else 0
         return max(n_mem, n_disk)

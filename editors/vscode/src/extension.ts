@@ -1,0 +1,382 @@
+// The sidecar extension for VS Code and Cursor: starts `sidecar serve` over stdio with
+// vscode-languageclient (which maps LSP inline completion to the editor's inline
+// suggestions), forwards `sidecar.*` settings, keeps the API key in SecretStorage, shows
+// the server's status and re-triggers the inline suggestion as tokens stream in.
+
+import * as fs from 'fs';
+import * as path from 'path';
+import * as vscode from 'vscode';
+import {
+    DidChangeConfigurationNotification,
+    ExecuteCommandRequest,
+    LanguageClient,
+    LanguageClientOptions,
+    ServerOptions,
+    State,
+    TransportKind,
+} from 'vscode-languageclient/node';
+import {
+    CursorPlace,
+    MODES,
+    Retrigger,
+    SidecarStatus,
+    UpdateParams,
+    explicitSettings,
+    insertTextOf,
+    needsRestart,
+    serverCommand,
+    statusText,
+    statusTooltip,
+    throttle,
+} from './logic';
+
+const SECRET_KEY = 'sidecar.apiKey';
+const SECTION = 'sidecar';
+
+// Client-side command ids. The server's own commands (sidecar.toggleLocalGpu,
+// sidecar.setMode, sidecar.stats, sidecar.clearCache, sidecar.acceptCompletion) are
+// registered by vscode-languageclient under their ids, so these wrappers use others.
+const CMD = {
+    setMode: 'sidecar.setModeCommand',
+    toggleLocalGpu: 'sidecar.toggleLocalGpuCommand',
+    showStats: 'sidecar.showStats',
+    clearCache: 'sidecar.clearCacheCommand',
+    setApiKey: 'sidecar.setApiKey',
+    clearApiKey: 'sidecar.clearApiKey',
+    restart: 'sidecar.restartServer',
+    showOutput: 'sidecar.showOutput',
+    dismiss: 'sidecar.dismissInlineSuggestion',
+};
+
+let client: LanguageClient | undefined;
+let output: vscode.LogOutputChannel;
+let statsChannel: vscode.OutputChannel | undefined;
+let statusItem: vscode.StatusBarItem;
+let lastStatus: SidecarStatus | undefined;
+let initOptions: Record<string, unknown> = {};
+let retrigger: Retrigger;
+let extensionContext: vscode.ExtensionContext;
+let starting: Promise<void> | undefined;
+
+function config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration(SECTION);
+}
+
+function currentSettings(): Record<string, unknown> {
+    const cfg = config();
+    return explicitSettings((key) => cfg.inspect(key));
+}
+
+function workspaceDir(): string | undefined {
+    return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+}
+
+/** The executable on PATH (or as given), or undefined when it cannot be found. */
+function resolveExecutable(command: string): string | undefined {
+    const exts = process.platform === 'win32' ? (process.env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';').concat(['']) : [''];
+    const canRun = (p: string) => {
+        try {
+            fs.accessSync(p, process.platform === 'win32' ? fs.constants.F_OK : fs.constants.X_OK);
+            return fs.statSync(p).isFile();
+        } catch {
+            return false;
+        }
+    };
+    if (path.isAbsolute(command) || /[\\/]/.test(command)) {
+        return exts.map((e) => command + e).find(canRun);
+    }
+    for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+        if (!dir) continue;
+        const found = exts.map((e) => path.join(dir, command + e)).find(canRun);
+        if (found) return found;
+    }
+    return undefined;
+}
+
+function setStatus(s: SidecarStatus | undefined, text?: string, tooltip?: string): void {
+    if (s) lastStatus = s;
+    statusItem.text = text ?? (lastStatus ? statusText(lastStatus) : '$(loading~spin) sidecar');
+    const md = new vscode.MarkdownString(tooltip ?? (lastStatus ? statusTooltip(lastStatus) : 'sidecar is starting'));
+    md.supportThemeIcons = true;
+    statusItem.tooltip = md;
+    statusItem.backgroundColor = lastStatus?.health === 'error' && !text
+        ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    statusItem.show();
+}
+
+function cursorPlace(): CursorPlace | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || !editor.selection.isEmpty) return undefined;
+    const pos = editor.selection.active;
+    return {
+        uri: editor.document.uri.toString(),
+        version: editor.document.version,
+        position: { line: pos.line, character: pos.character },
+    };
+}
+
+async function serverEnv(): Promise<NodeJS.ProcessEnv> {
+    // SILICONFLOW_API_KEY and every other variable pass through; a key in SecretStorage
+    // wins over the environment's. The key is never written to settings or logs.
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    const secret = await extensionContext.secrets.get(SECRET_KEY);
+    if (secret) {
+        env.SILICONFLOW_API_KEY = secret;
+        delete env.SIDECAR_API_KEY; // the server reads it after SILICONFLOW_API_KEY
+    }
+    return env;
+}
+
+async function createClient(): Promise<LanguageClient | undefined> {
+    const cmd = serverCommand(config().get<string>('serverPath'), workspaceDir());
+    if (!resolveExecutable(cmd.command)) {
+        const configured = (config().get<string>('serverPath') ?? '').trim();
+        const what = configured ? `"${cmd.command}" (sidecar.serverPath)` : '"sidecar" on PATH';
+        output.error(`cannot find ${what}`);
+        setStatus(undefined, '$(error) sidecar: not found', `Cannot find ${what}. Set **sidecar.serverPath** to the \`sidecar\` executable or to a Python that has sidecar installed.`);
+        void vscode.window.showErrorMessage(
+            `sidecar: cannot find ${what}. Install sidecar (pip install -e .) or set sidecar.serverPath to its executable or to a Python with sidecar installed.`,
+            'Open Settings',
+        ).then((pick) => {
+            if (pick) void vscode.commands.executeCommand('workbench.action.openSettings', 'sidecar.serverPath');
+        });
+        return undefined;
+    }
+    output.info(`starting: ${cmd.command} ${cmd.args.join(' ')} --stdio`);
+
+    const serverOptions: ServerOptions = {
+        command: cmd.command,
+        args: cmd.args,
+        transport: TransportKind.stdio,
+        options: { env: await serverEnv(), cwd: workspaceDir() },
+    };
+
+    let thisClient: LanguageClient | undefined; // this client (the middleware must not use a newer one)
+    const clientOptions: LanguageClientOptions = {
+        // Every file and unsaved buffer; the server decides what it can complete.
+        documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+        outputChannel: output,
+        initializationOptions: () => {
+            initOptions = currentSettings();
+            return initOptions;
+        },
+        synchronize: { configurationSection: SECTION },
+        middleware: {
+            workspace: {
+                // Send only the settings the user set (defaults would override the
+                // server's config file and environment) in the `{sidecar: {...}}` shape.
+                didChangeConfiguration: async () => {
+                    const next = currentSettings();
+                    if (needsRestart(initOptions, next)) {
+                        output.info('a setting passed at start was removed; restarting the server');
+                        void restart();
+                        return;
+                    }
+                    await thisClient?.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: next } });
+                },
+            },
+            provideInlineCompletionItems: async (document, position, context, token, next) => {
+                const result = await next(document, position, context, token);
+                const items = Array.isArray(result) ? result : result?.items;
+                if (items && items.length > 0) {
+                    retrigger.noteAnswer(document.uri.toString(), document.version,
+                        { line: position.line, character: position.character }, insertTextOf(items[0]));
+                }
+                return result;
+            },
+        },
+    };
+
+    const c = new LanguageClient('sidecar', 'sidecar', serverOptions, clientOptions);
+    thisClient = c;
+    c.onNotification('sidecar/status', (s: SidecarStatus) => setStatus(s));
+    c.onNotification('sidecar/inlineCompletionUpdate', (p: UpdateParams) => {
+        retrigger.onUpdate(p);
+        if (p.done) refreshStatusSoon();
+    });
+    c.onDidChangeState((e) => {
+        if (e.newState === State.Stopped) setStatus(undefined, '$(debug-disconnect) sidecar: stopped', 'The sidecar server is not running. Run **sidecar: Restart Server**.');
+        else if (e.newState === State.Starting) setStatus(undefined, '$(loading~spin) sidecar');
+        else if (e.newState === State.Running) setStatus(undefined);
+    });
+    return c;
+}
+
+async function start(): Promise<void> {
+    if (starting) return starting;
+    starting = (async () => {
+        setStatus(undefined, '$(loading~spin) sidecar');
+        client = await createClient();
+        if (!client) return;
+        try {
+            await client.start();
+        } catch (err) {
+            output.error(`the server did not start: ${String(err)}`);
+            setStatus(undefined, '$(error) sidecar: failed', 'The sidecar server failed to start; see the **sidecar** output.');
+        }
+    })().finally(() => {
+        starting = undefined;
+    });
+    return starting;
+}
+
+async function stop(): Promise<void> {
+    const c = client;
+    client = undefined;
+    retrigger?.cancel();
+    if (c && c.needsStop()) {
+        try {
+            await c.stop(2000);
+        } catch (err) {
+            output.warn(`stopping the server: ${String(err)}`);
+        }
+    }
+    await c?.dispose().catch(() => undefined);
+}
+
+let restarts: Promise<void> = Promise.resolve();
+
+/** Stop and start again; restarts asked for while one runs follow it in turn. */
+function restart(): Promise<void> {
+    restarts = restarts.then(async () => {
+        await starting;
+        await stop();
+        await start();
+    }).catch((err) => output.error(`restart: ${String(err)}`));
+    return restarts;
+}
+
+/** Runs a server command; undefined (with a message) when the server is not running. */
+async function serverCommandRequest<T>(command: string, args: unknown[] = []): Promise<T | undefined> {
+    if (!client || !client.isRunning()) {
+        const pick = await vscode.window.showWarningMessage('sidecar: the server is not running.', 'Restart', 'Show Output');
+        if (pick === 'Restart') void restart();
+        if (pick === 'Show Output') output.show();
+        return undefined;
+    }
+    try {
+        return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as T;
+    } catch (err) {
+        void vscode.window.showErrorMessage(`sidecar: ${command} failed: ${(err as Error).message ?? String(err)}`);
+        return undefined;
+    }
+}
+
+type ModeResult = SidecarStatus & { changed?: boolean; message?: string };
+
+function afterModeSwitch(r: ModeResult | undefined): void {
+    if (!r) return;
+    if (r.model || r.side) setStatus({ ...lastStatus, ...r });
+    if (!r.message) vscode.window.setStatusBarMessage(`sidecar: ${r.mode} mode`, 3000);
+}
+
+const refreshStatusSoon = throttle(() => {
+    if (!client?.isRunning()) return;
+    client.sendRequest(ExecuteCommandRequest.type, { command: 'sidecar.stats', arguments: [] }).then(
+        (stats: any) => {
+            if (stats && typeof stats.status === 'object') setStatus({ ...lastStatus, ...stats.status });
+        },
+        () => undefined,
+    );
+}, 3000);
+
+function registerCommands(context: vscode.ExtensionContext): void {
+    const reg = (id: string, fn: (...args: any[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, fn));
+
+    reg(CMD.setMode, async () => {
+        const items = MODES.map((m) => ({
+            label: m.label,
+            detail: m.detail,
+            description: lastStatus?.mode === m.mode ? '(current)' : undefined,
+            mode: m.mode,
+        }));
+        const pick = await vscode.window.showQuickPick(items, { title: 'sidecar: completion mode', placeHolder: 'Where completions come from' });
+        if (pick) afterModeSwitch(await serverCommandRequest<ModeResult>('sidecar.setMode', [pick.mode]));
+    });
+
+    reg(CMD.toggleLocalGpu, async () => afterModeSwitch(await serverCommandRequest<ModeResult>('sidecar.toggleLocalGpu')));
+
+    reg(CMD.showStats, async () => {
+        const stats = await serverCommandRequest<unknown>('sidecar.stats');
+        if (stats === undefined) return;
+        statsChannel ??= vscode.window.createOutputChannel('sidecar stats', 'json');
+        statsChannel.clear();
+        statsChannel.append(JSON.stringify(stats, null, 2) + '\n');
+        statsChannel.show(true);
+    });
+
+    reg(CMD.clearCache, async () => {
+        const r = await serverCommandRequest<{ cleared?: number; enabled?: boolean }>('sidecar.clearCache');
+        if (!r) return;
+        void vscode.window.showInformationMessage(r.enabled === false
+            ? 'sidecar: the completion cache is off.'
+            : `sidecar: cleared ${r.cleared ?? 0} cached completion${r.cleared === 1 ? '' : 's'}.`);
+    });
+
+    reg(CMD.setApiKey, async () => {
+        const key = await vscode.window.showInputBox({
+            title: 'sidecar: SiliconFlow API key',
+            prompt: 'Stored in the editor\'s secret storage (OS keychain), never in settings.json. Leave empty to remove it.',
+            password: true,
+            ignoreFocusOut: true,
+            placeHolder: 'sk-...',
+        });
+        if (key === undefined) return;
+        if (key.trim()) {
+            await extensionContext.secrets.store(SECRET_KEY, key.trim());
+            void vscode.window.showInformationMessage('sidecar: API key saved; restarting the server.');
+        } else {
+            await extensionContext.secrets.delete(SECRET_KEY);
+            void vscode.window.showInformationMessage('sidecar: API key removed; restarting the server.');
+        }
+        // secrets.onDidChange restarts the server (in every window).
+    });
+
+    reg(CMD.clearApiKey, async () => {
+        await extensionContext.secrets.delete(SECRET_KEY);
+        void vscode.window.showInformationMessage('sidecar: API key removed from secret storage.');
+    });
+
+    reg(CMD.restart, () => restart());
+    reg(CMD.showOutput, () => output.show());
+
+    // Escape on a visible suggestion: hide it, and stop re-showing it as tokens arrive.
+    reg(CMD.dismiss, async () => {
+        const place = cursorPlace();
+        if (place) retrigger.dismiss(place.uri, place.version, place.position);
+        await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+    });
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+    extensionContext = context;
+    output = vscode.window.createOutputChannel('sidecar', { log: true });
+    statusItem = vscode.window.createStatusBarItem('sidecar.status', vscode.StatusBarAlignment.Right, 100);
+    statusItem.name = 'sidecar';
+    statusItem.command = CMD.setMode;
+    context.subscriptions.push(output, statusItem);
+
+    retrigger = new Retrigger({
+        intervalMs: 50,
+        cursor: cursorPlace,
+        trigger: () => void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger'),
+    });
+    registerCommands(context);
+
+    context.subscriptions.push(
+        vscode.workspace.onDidChangeConfiguration((e) => {
+            if (e.affectsConfiguration('sidecar.serverPath')) void restart();
+        }),
+        context.secrets.onDidChange((e) => {
+            if (e.key === SECRET_KEY) void restart();
+        }),
+        vscode.window.onDidChangeTextEditorSelection(() => retrigger.cancel()),
+        { dispose: () => void stop() },
+    );
+
+    await start();
+}
+
+export async function deactivate(): Promise<void> {
+    await stop();
+}

@@ -1,0 +1,309 @@
+// Editor-independent logic of the extension: no `vscode` import, so the Node tests
+// (test/logic.test.mjs) run it directly.
+
+import * as path from 'path';
+
+/** The `sidecar.*` settings forwarded to the server, in the camelCase the server accepts. */
+export const FORWARDED_SETTINGS = [
+    'mode',
+    'model',
+    'baseUrl',
+    'siliconflowRegion',
+    'maxTokens',
+    'debounceMinMs',
+    'debounceMaxMs',
+    'prefetchEnabled',
+    'cacheEnabled',
+    'localEngine',
+    'localUrl',
+    'localModel',
+    'localModelPath',
+    'localNGpuLayers',
+    'logLevel',
+] as const;
+
+export type ForwardedSetting = (typeof FORWARDED_SETTINGS)[number];
+
+/** What `WorkspaceConfiguration.inspect(key)` returns, reduced to what we read. */
+export interface Inspected {
+    globalValue?: unknown;
+    workspaceValue?: unknown;
+    workspaceFolderValue?: unknown;
+}
+
+/**
+ * The settings the user set explicitly (user, workspace or folder), most specific first.
+ * Defaults are never sent: a VS Code default would otherwise override the server's
+ * config file and environment variables, which rank below LSP settings. Empty strings
+ * mean "not set" (the settings UI cannot unset a string).
+ */
+export function explicitSettings(inspect: (key: string) => Inspected | undefined): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const key of FORWARDED_SETTINGS) {
+        const info = inspect(key);
+        if (!info) continue;
+        const value = info.workspaceFolderValue ?? info.workspaceValue ?? info.globalValue;
+        if (value === undefined || value === null) continue;
+        if (typeof value === 'string' && value.trim() === '') continue;
+        out[key] = typeof value === 'string' ? expandHome(value.trim()) : value;
+    }
+    return out;
+}
+
+/**
+ * True when `next` dropped a key that the server got in initializationOptions: LSP
+ * settings only add layers, so going back to the config file or environment value
+ * takes a server restart (initializationOptions are computed afresh then).
+ */
+export function needsRestart(initOptions: Record<string, unknown>, next: Record<string, unknown>): boolean {
+    return Object.keys(initOptions).some((k) => !(k in next));
+}
+
+export function expandHome(p: string, home = process.env.HOME ?? process.env.USERPROFILE ?? ''): string {
+    if (home && (p === '~' || p.startsWith('~/') || p.startsWith('~\\'))) return path.join(home, p.slice(1));
+    return p;
+}
+
+export interface ServerCommand {
+    command: string;
+    args: string[];
+}
+
+/** `python`, `python3`, `python3.12`, `python.exe`, `pythonw.exe`, ... */
+export function isPython(executable: string): boolean {
+    const base = executable.split(/[\\/]/).pop() ?? '';
+    return /^python(w)?(\d+(\.\d+)*)?(\.exe)?$/i.test(base);
+}
+
+/**
+ * How to start the server. Empty: `sidecar` on PATH. A Python interpreter:
+ * `<python> -m sidecar serve`. Anything else: `<executable> serve`. `~` is expanded and a
+ * relative path with a separator is taken from the first workspace folder (so
+ * `.venv/bin/python` works in a checkout). vscode-languageclient appends `--stdio`.
+ */
+export function serverCommand(serverPath: string | undefined, workspaceDir?: string, home?: string): ServerCommand {
+    let exe = (serverPath ?? '').trim();
+    if (!exe) return { command: 'sidecar', args: ['serve'] };
+    exe = expandHome(exe, home);
+    if (!path.isAbsolute(exe) && /[\\/]/.test(exe) && workspaceDir) exe = path.join(workspaceDir, exe);
+    if (isPython(exe)) return { command: exe, args: ['-m', 'sidecar', 'serve'] };
+    return { command: exe, args: ['serve'] };
+}
+
+/** The server's `sidecar/status` notification (README "Protocol"). */
+export interface SidecarStatus {
+    mode?: string;
+    side?: string;
+    backend?: string;
+    provider?: string;
+    model?: string;
+    health?: string;
+    recentTtftMs?: number | null;
+    enginePid?: number | null;
+}
+
+/** `Qwen/Qwen2.5-Coder-7B-Instruct` -> `Qwen2.5-Coder-7B-Instruct`; a GGUF path -> its file stem. */
+export function shortModel(model: string | undefined): string {
+    if (!model) return '';
+    let m = model.replace(/[\\/]+$/, '');
+    m = m.slice(Math.max(m.lastIndexOf('/'), m.lastIndexOf('\\')) + 1);
+    return m.replace(/\.gguf$/i, '');
+}
+
+export function formatMs(ms: number | null | undefined): string {
+    if (ms === null || ms === undefined || !Number.isFinite(ms)) return '';
+    return ms >= 10_000 ? `${(ms / 1000).toFixed(0)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+}
+
+/** Status bar text (with codicons): mode, model and the recent time to first token. */
+export function statusText(s: SidecarStatus): string {
+    const icon =
+        s.health === 'starting' ? '$(loading~spin)'
+            : s.health === 'error' ? '$(error)'
+                : s.health === 'fallback' ? '$(warning)'
+                    : s.side === 'local' ? '$(circuit-board)' : '$(cloud)';
+    const mode = s.mode === 'auto' && s.side ? `auto→${s.side}` : (s.mode ?? '?');
+    const parts = [mode];
+    const model = shortModel(s.model);
+    if (model) parts.push(model);
+    const ms = formatMs(s.recentTtftMs);
+    if (ms) parts.push(ms);
+    return `${icon} ${parts.join(' · ')}`;
+}
+
+/** Status bar tooltip (Markdown). */
+export function statusTooltip(s: SidecarStatus): string {
+    const rows: [string, unknown][] = [
+        ['mode', s.mode], ['side', s.side], ['backend', s.backend], ['provider', s.provider],
+        ['model', s.model], ['health', s.health], ['recent time to first token', formatMs(s.recentTtftMs) || '–'],
+    ];
+    if (s.enginePid) rows.push(['engine pid', s.enginePid]);
+    const table = rows.map(([k, v]) => `| ${k} | ${String(v ?? '–').replace(/\|/g, '\\|')} |`).join('\n');
+    return `**sidecar**\n\n| | |\n|---|---|\n${table}\n\nClick to switch mode (cloud, local, auto).`;
+}
+
+export interface LspPosition {
+    line: number;
+    character: number;
+}
+
+/** `sidecar/inlineCompletionUpdate` params (README "Protocol"). */
+export interface UpdateParams {
+    uri: string;
+    version: number;
+    position: LspPosition;
+    requestId: number;
+    seq: number;
+    items: { insertText: string | { value: string } }[];
+    done: boolean;
+}
+
+/** Where the cursor is in the active editor (uri as the language client sends it). */
+export interface CursorPlace {
+    uri: string;
+    version: number;
+    position: LspPosition;
+}
+
+export interface RetriggerOptions {
+    /** Least time between two triggers, ms. */
+    intervalMs: number;
+    /** The active editor's cursor, or undefined (no editor, a selection, ...). */
+    cursor: () => CursorPlace | undefined;
+    /** Re-asks the editor for inline suggestions (`editor.action.inlineSuggest.trigger`). */
+    trigger: () => void;
+    now?: () => number;
+    setTimer?: (fn: () => void, ms: number) => unknown;
+    clearTimer?: (handle: unknown) => void;
+}
+
+export function insertTextOf(item: { insertText: string | { value: string } } | undefined): string {
+    if (!item) return '';
+    return typeof item.insertText === 'string' ? item.insertText : (item.insertText?.value ?? '');
+}
+
+function placeKey(uri: string, version: number, p: LspPosition): string {
+    return `${uri}\u0000${version}\u0000${p.line}:${p.character}`;
+}
+
+/**
+ * Turns `sidecar/inlineCompletionUpdate` notifications into re-triggers of the editor's
+ * inline suggestion, so the ghost text grows as tokens arrive. The re-request is
+ * answered by the server's running or finished stream, no new upstream request.
+ *
+ * - only for the active editor's document, at the version and cursor position the
+ *   update belongs to (the user has not typed or moved since);
+ * - throttled: at most one trigger per `intervalMs`, the latest update wins, and the
+ *   last one is never dropped (a trailing trigger);
+ * - never twice for a text the editor already has (the answer to a re-request is
+ *   followed by a final update with the same text: that must not trigger again), and
+ *   not after the user dismissed the suggestion at that place.
+ */
+export class Retrigger {
+    private readonly now: () => number;
+    private readonly setTimer: (fn: () => void, ms: number) => unknown;
+    private readonly clearTimer: (handle: unknown) => void;
+    private key = '';
+    private known = new Set<string>();
+    private dismissed = false;
+    private pending: UpdateParams | undefined;
+    private timer: unknown;
+    private lastFire = -Infinity;
+    /** Triggers fired so far (for tests and the output channel). */
+    fired = 0;
+
+    constructor(private readonly opts: RetriggerOptions) {
+        this.now = opts.now ?? (() => Date.now());
+        this.setTimer = opts.setTimer ?? ((fn, ms) => setTimeout(fn, ms));
+        this.clearTimer = opts.clearTimer ?? ((h) => clearTimeout(h as ReturnType<typeof setTimeout>));
+    }
+
+    private at(uri: string, version: number, position: LspPosition): void {
+        const key = placeKey(uri, version, position);
+        if (key !== this.key) {
+            this.key = key;
+            this.known = new Set();
+            this.dismissed = false;
+        }
+    }
+
+    private matches(p: { uri: string; version: number; position: LspPosition }): boolean {
+        const c = this.opts.cursor();
+        return !!c && c.uri === p.uri && c.version === p.version
+            && c.position.line === p.position.line && c.position.character === p.position.character;
+    }
+
+    /** The editor got `text` as the answer of an inline completion request at this place. */
+    noteAnswer(uri: string, version: number, position: LspPosition, text: string): void {
+        this.at(uri, version, position);
+        if (text) this.known.add(text);
+    }
+
+    /** The user dismissed the suggestion (Escape): no re-trigger at this place any more. */
+    dismiss(uri: string, version: number, position: LspPosition): void {
+        this.at(uri, version, position);
+        this.dismissed = true;
+        this.cancel();
+    }
+
+    onUpdate(p: UpdateParams): void {
+        const text = insertTextOf(p.items?.[0]);
+        if (!text || !this.matches(p)) return;
+        this.at(p.uri, p.version, p.position);
+        if (this.dismissed || this.known.has(text)) return;
+        this.pending = p;
+        const wait = this.lastFire + this.opts.intervalMs - this.now();
+        if (wait <= 0) {
+            this.fire();
+        } else if (this.timer === undefined) {
+            this.timer = this.setTimer(() => {
+                this.timer = undefined;
+                this.fire();
+            }, wait);
+        }
+    }
+
+    private fire(): void {
+        const p = this.pending;
+        this.pending = undefined;
+        if (!p || !this.matches(p)) return;
+        this.at(p.uri, p.version, p.position);
+        const text = insertTextOf(p.items[0]);
+        if (this.dismissed || this.known.has(text)) return;
+        this.known.add(text);
+        this.lastFire = this.now();
+        this.fired++;
+        this.opts.trigger();
+    }
+
+    cancel(): void {
+        if (this.timer !== undefined) this.clearTimer(this.timer);
+        this.timer = undefined;
+        this.pending = undefined;
+    }
+}
+
+/** Leading-and-trailing throttle for cheap refreshes (status bar from `sidecar.stats`). */
+export function throttle(fn: () => void, ms: number, now: () => number = () => Date.now()): () => void {
+    let last = -Infinity;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return () => {
+        const wait = last + ms - now();
+        if (wait <= 0) {
+            last = now();
+            fn();
+        } else if (!timer) {
+            timer = setTimeout(() => {
+                timer = undefined;
+                last = now();
+                fn();
+            }, wait);
+        }
+    };
+}
+
+export const MODES = [
+    { mode: 'cloud', label: 'cloud', detail: 'SiliconFlow or the OpenAI-compatible server at the base URL' },
+    { mode: 'local', label: 'local', detail: 'A local engine (managed llama.cpp, llama-server, Ollama, ...); nothing leaves the machine' },
+    { mode: 'auto', label: 'auto', detail: 'The local engine while it is healthy, the cloud otherwise' },
+] as const;
