@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from . import __version__, config, logsetup
 
@@ -20,6 +22,11 @@ def _serve(_args: argparse.Namespace) -> int:
         errors.append(str(exc))
         layers.append({})
     layers.append(config.from_env(errors=errors))
+    log_file = (layers[0].get("log_file") or layers[1].get("log_file") or "")
+    if log_file.lower() != "off":
+        from .observability.logs import add_json_file
+
+        add_json_file(Path(log_file) if log_file else None)
     from .lsp.server import create_server
 
     server = create_server(layers, errors)
@@ -30,6 +37,9 @@ def _serve(_args: argparse.Namespace) -> int:
     try:
         server.start_io(sys.stdin.buffer, out)
     finally:
+        from .observability import statsfile
+
+        statsfile.remove(os.getpid())
         svc = server.service
         if svc is not None:
             engine = getattr(svc.backend, "engine", None)
@@ -92,6 +102,18 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stats(_args: argparse.Namespace) -> int:
+    from .observability import statsfile
+
+    running = statsfile.read_all()
+    if not running:
+        print("no running sidecar has written stats (each writes them every 2 s while serving)", file=sys.stderr)
+        print(json.dumps({}, indent=2))
+        return 1
+    print(json.dumps({str(pid): st for pid, st in running.items()}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
@@ -108,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
+    p = sub.add_parser("stats", help="print the figures of the running sidecars (JSON, as sidecar.stats)")
+    p.set_defaults(fn=_stats)
     p = sub.add_parser("cache", help="show or clear the completion cache file")
     p.add_argument("action", choices=("stats", "clear"))
     p.set_defaults(fn=_cache)

@@ -80,6 +80,9 @@ class Settings:
     cache_max_bytes: int = 64 * 1024 * 1024
     cache_ttl_s: int = 86400
     log_level: str = "warning"
+    log_file: str | None = None  # JSON lines; None: <platform log dir>/sidecar/sidecar.jsonl; "off": none
+    prometheus_port: int | None = None  # opt-in /metrics on 127.0.0.1
+    latency_warn_ms: int = 1500  # warn once when the recent p90 TTFT passes this
 
     # ------------------------------------------------------------------ derived
     @property
@@ -183,6 +186,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "prefetch_tokens_per_min": (0, 100_000_000),
     "cache_max_bytes": (1 << 20, 1 << 40),
     "cache_ttl_s": (1, 10 * 365 * 86400),
+    "prometheus_port": (1, 65535),
+    "latency_warn_ms": (50, 600000),
 }
 
 # Environment variable -> setting key.
@@ -207,6 +212,8 @@ ENV_VARS = {
     "SIDECAR_LOCAL_N_GPU_LAYERS": "local_n_gpu_layers",
     "SIDECAR_LOG_LEVEL": "log_level",
     "SIDECAR_SCHEDULING": "scheduling",
+    "SIDECAR_LOG_FILE": "log_file",
+    "SIDECAR_PROMETHEUS_PORT": "prometheus_port",
 }
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..observability.logs import new_trace_id
 from . import tokens
 from .context import CompletionContext
 from .debounce import Cadence, debounce_ms
@@ -69,6 +70,7 @@ class Request:
     source: str = ""  # how it was answered: stream, joined, typed_through, superseded, ...
     waited_s: float = 0.0  # time spent awaiting the debounce or the backend (not sidecar work)
     place: Any = None  # the LSP surface's note of where the text goes
+    trace_id: str = ""
 
 
 @dataclass
@@ -168,6 +170,7 @@ class Scheduler:
         closed first unless a newer request uses it.
         """
         req.id = next(self._ids)
+        req.trace_id = new_trace_id()  # follows this completion into every task it starts
         doc = self._doc(req.uri)
         self.metrics.count("sched.requests")
         prev = doc.latest

@@ -33,6 +33,7 @@ from .scheduler import Scheduler, UpdateSink
 log = logging.getLogger(__name__)
 
 ERROR_QUIET_S = 60.0
+LATENCY_WARN_EVERY_S = 600.0
 
 # Fields whose change needs a new backend (and so a new connection pool or engine).
 _BACKEND_FIELDS = (
@@ -90,6 +91,7 @@ class CompletionService:
         self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
+        self._latency_warned_at = -1e9
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
         self.cache: CompletionCache | None = None
@@ -270,9 +272,16 @@ class CompletionService:
             break
         t_end = time.perf_counter()
         self._record(target, None)
+        log.info("upstream stream ended", extra={"fields": {
+            "backend": target.name, "model": model, "strategy": out.strategy,
+            "upstream_trace_id": info.trace_id, "ttft_ms": info.ttft_ms,
+            "events": info.events, "chars": len(filt.raw), "closed_early": filt.done,
+            "truncated": info.truncated, "deadline": out.deadline_hit,
+        }})
         out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
         if info.ttft_ms is not None:
             self.metrics.observe("upstream_ttft", info.ttft_ms)
+            self._check_latency(info, target)
         self.metrics.observe("upstream_stream", out.upstream_ms)
         self.metrics.count("upstream.malformed_events", info.malformed_events)
         if info.truncated:
@@ -331,6 +340,29 @@ class CompletionService:
         """Median of the last 20 upstream TTFTs in ms (None before the first)."""
         xs = self.metrics.recent("upstream_ttft")[-20:]
         return statistics.median(xs) if xs else None
+
+    def _check_latency(self, info: StreamInfo, target: Any) -> None:
+        """Warn once (then at most every ``LATENCY_WARN_EVERY_S``) when the recent p90 TTFT
+        passes ``latency_warn_ms``, naming the likely cause: a slow network round trip
+        (response headers were slow too) or a slow or overloaded model."""
+        xs = self.metrics.recent("upstream_ttft")[-20:]
+        if len(xs) < 5:
+            return
+        p90 = sorted(xs)[int(0.9 * (len(xs) - 1))]
+        now = time.monotonic()
+        if p90 < self.settings.latency_warn_ms or now - self._latency_warned_at < LATENCY_WARN_EVERY_S:
+            return
+        self._latency_warned_at = now
+        headers_ms = (info.headers_at - info.sent_at) * 1000 if info.headers_at else None
+        if headers_ms is not None and headers_ms > 0.5 * (info.ttft_ms or 0):
+            cause = (f"the connection is slow (response headers took {headers_ms:.0f} ms): check the network, "
+                     f"a proxy, or the region (SiliconFlow .cn vs .com)")
+        else:
+            cause = f"{target.name} is slow to start generating ({target.model}); try a smaller model or local mode"
+        self.metrics.count("latency_warnings")
+        self._on_status(self.status("slow"))
+        self._on_error(BackendError("slow", f"completions are slow: p90 time to first token {p90:.0f} ms over the last "
+                                            f"{len(xs)} requests; likely cause: {cause}. Run `sidecar doctor` for details."))
 
     def new_id(self) -> str:
         return f"c{next(self._ids)}"

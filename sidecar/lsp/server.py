@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -135,6 +136,15 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         )
         log.info("backend: %s, model %s", ls.service.backend.name, ls.service.backend.model)
         await ls.service.start()
+        if settings.prometheus_port:
+            try:
+                from ..observability.prometheus import start_exporter
+
+                ls.exporter = start_exporter(ls.service.metrics, settings.prometheus_port)
+                log.info("Prometheus metrics on http://127.0.0.1:%d/metrics", settings.prometheus_port)
+            except OSError as exc:
+                ls.show(types.MessageType.Warning, f"cannot serve Prometheus metrics on port {settings.prometheus_port}: {exc}")
+        ls.stats_task = asyncio.ensure_future(_write_stats_forever(ls))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_config(ls: SidecarServer, params: types.DidChangeConfigurationParams) -> None:
@@ -196,26 +206,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.command(CMD_STATS)
     async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
-        if ls.service is None:
-            return {"ready": False}
-        snap = ls.service.metrics.snapshot()
-        snap["cache"] = await ls.service.cache.stats() if ls.service.cache else {"enabled": False}
-        c = snap["counters"]
-        shown = c.get("suggestions.shown", 0)
-        snap["acceptance"] = {
-            "shown": shown,
-            "accepted": c.get("accepted", 0),
-            "accepted_chars": c.get("accepted_chars", 0),
-            "rate": (c.get("accepted", 0) / shown) if shown else None,
-        }
-        snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
-        snap["status"] = ls.service.status("ready")
-        snap["runtime"] = {
-            "tasks": len(asyncio.all_tasks()),
-            **ls.service.scheduler.snapshot(),
-            "busy_connections": ls.service.busy_connections(),
-        }
-        return snap
+        return await stats_payload(ls)
 
     @server.command(CMD_SET_MODE)
     async def on_set_mode(ls: SidecarServer, *args: Any) -> dict[str, Any]:
@@ -237,6 +228,49 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         return {"cleared": await ls.service.cache.clear(), "enabled": True}
 
     return server
+
+
+async def stats_payload(ls: SidecarServer) -> dict[str, Any]:
+    """What ``sidecar.stats`` returns (and the stats file holds): counters, latency
+    percentiles in ms, cache, acceptance, prefetch and runtime figures."""
+    if ls.service is None:
+        return {"ready": False}
+    snap = ls.service.metrics.snapshot()
+    snap["cache"] = await ls.service.cache.stats() if ls.service.cache else {"enabled": False}
+    c = snap["counters"]
+    shown = c.get("suggestions.shown", 0)
+    snap["acceptance"] = {
+        "shown": shown,
+        "accepted": c.get("accepted", 0),
+        "accepted_chars": c.get("accepted_chars", 0),
+        "rate": (c.get("accepted", 0) / shown) if shown else None,
+    }
+    snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
+    snap["status"] = ls.service.status("ready")
+    snap["runtime"] = {
+        "tasks": len(asyncio.all_tasks()),
+        **ls.service.scheduler.snapshot(),
+        "busy_connections": ls.service.busy_connections(),
+    }
+    return snap
+
+
+async def _write_stats_forever(ls: SidecarServer, every_s: float = 2.0) -> None:
+    """Keep ``<state dir>/sidecar/stats/<pid>.json`` current for ``sidecar stats``."""
+    from ..observability import statsfile
+
+    last = None
+    while True:
+        try:
+            snap = await stats_payload(ls)
+            counters = snap.get("counters")
+            if counters != last:
+                statsfile.write(os.getpid(), snap)
+                last = dict(counters or {})
+        except Exception:  # noqa: BLE001 - stats are best effort
+            log.debug("stats file update failed", exc_info=True)
+        await asyncio.sleep(every_s)
+
 
 
 async def _switch_mode(ls: SidecarServer, mode: str) -> dict[str, Any]:

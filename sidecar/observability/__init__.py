@@ -1,0 +1,1 @@
+"""Observability: structured logs with trace IDs, a Prometheus exporter, a stats file."""
