@@ -1,5 +1,5 @@
 """The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``,
-``cache``, ``stats``, ``doctor``, ``install-editor``."""
+``cache``, ``stats``, ``doctor``, ``bench``, ``install-editor``."""
 
 from __future__ import annotations
 
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_demo)
     sub.add_parser("simulate", help="run the simulated OpenAI/SiliconFlow backend on 127.0.0.1 (see simulate --help)")
     sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
+    sub.add_parser("bench", help="keystroke-replay benchmark: table, JSON, latency CDF and session timeline (see bench --help)")
     sub.add_parser("doctor", help="check configuration, key, round trip, FIM, TTFT, local engine, GPU and cache (see doctor --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
@@ -145,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         from .install_editor import main as install_editor_main
 
         return install_editor_main(argv[1:])
+    if argv and argv[0] == "bench":  # its own parser owns every option after the word
+        from .bench.cli import main as bench_main
+
+        return int(bench_main(argv[1:]) or 0)
     if argv and argv[0] == "doctor":  # its own parser owns every option after the word
         from .doctor import main as doctor_main
 

@@ -10,7 +10,7 @@ import pytest
 from sidecar.bench import run_bench
 from sidecar.bench.cli import default_files
 from sidecar.bench.replay import DEFAULT_MODES, MODE_SPECS
-from sidecar.bench.report import ROWS, compare, format_table, summarize
+from sidecar.bench.report import ROWS, build_timeline, compare, format_table, summarize
 from sidecar.bench.typist import TypistModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,6 +71,33 @@ async def test_bench_runs_every_mode_and_reports_every_row(tmp_path):
         assert label in result.table
     if result.png_path is not None:
         assert result.png_path.stat().st_size > 1000
+    # The session timeline: the first file of the first mode, its raw events in the JSON.
+    tl = data["timeline"]
+    assert tl["mode"] == "sidecar" and tl["file"] == "job_queue.py" and tl["upstream_recorded"] is True
+    events = tl["events"]
+    assert events == sorted(events, key=lambda e: e["t"]) and all(e["t"] >= 0 for e in events)
+    kinds = {e["type"] for e in events}
+    assert {"key", "request", "upstream", "suggestion", "pause", "accept"} <= kinds, kinds
+    raw = data["runs"]["sidecar"]
+    assert tl["counts"]["key"] == raw["keys_typed"] and tl["counts"]["accept"] == raw["accepts"]
+    assert tl["counts"]["request"] == raw["lsp"]["inline_sent"]
+    assert tl["counts"]["upstream"] == on["upstream_requests"]  # one file: every stream is in its session
+    assert tl["counts"].get("abort", 0) == on["upstream_aborted"]
+    for e in events:
+        if e["type"] == "upstream":
+            assert e["end_t"] is not None and e["end_t"] >= e["t"] and e["outcome"] in ("completed", "aborted")
+        if e["type"] == "suggestion":
+            assert e["text"]
+        if e["type"] == "accept":
+            assert e["text"] and e["chars"] == len(e["text"])
+    # Aborted streams are marked at their disconnect (the naive run always has some).
+    naive_tl = build_timeline(data["runs"]["naive"], 0)
+    assert naive_tl["counts"]["upstream"] == data["summaries"]["naive"]["upstream_requests"]
+    assert naive_tl["counts"].get("abort", 0) == data["summaries"]["naive"]["upstream_aborted"]
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert result.timeline_path == tmp_path / "timeline.png"
+        assert result.timeline_path.stat().st_size > 1000
+        assert (tmp_path / "latency_cdf.png").is_file()
 
 
 def _raw(mode, prefetch, tokens, accepts, stats):

@@ -6,9 +6,12 @@ simulated SiliconFlow-like backend in its own process (:mod:`.simproc`) whose an
 are the files' true continuations, sometimes wrong ones (:mod:`.truth`). The same
 plan runs once per mode: ``sidecar`` (``scheduling = "adaptive"``, speculative prefetch
 on), ``sidecar-noprefetch`` (the same, prefetch off) and ``naive``; :mod:`.report`
-prints one table and writes JSON and latency CDF plots.
+prints one table and writes JSON, latency CDF plots and the timeline of one session
+(keys, requests, aborts and suggestions shown). With ``--backend siliconflow`` and a
+``SILICONFLOW_API_KEY``, the runs go to the real SiliconFlow instead of the simulator.
 
-Run it with ``scripts/bench_replay`` or ``python -m sidecar.bench --help``.
+Run it with ``sidecar bench`` (``python -m sidecar.bench``, ``scripts/bench_replay``);
+``--help`` documents it.
 """
 
 from .cli import BenchResult, run_bench

@@ -25,6 +25,19 @@ request at the cursor after the accepted text (VS Code re-triggers after its acc
 command). The time to suggestion after an accept is from that ``didChange`` to the
 answer of the re-request, if it has text and arrives before the next key press (or, after
 a file's last accept, within the grace period); typing goes on after the accept.
+
+Backends (``RunOptions.backend``): ``simulated`` (the default) starts the simulated
+backend of :mod:`.simproc` for each run and reads its request records afterwards;
+``siliconflow`` starts no simulator and lets the sidecar talk to the real SiliconFlow
+with the user's ``SILICONFLOW_API_KEY`` (and ``SIDECAR_BASE_URL``, ``SIDECAR_MODEL``,
+``SIDECAR_SILICONFLOW_REGION``, ``SIDECAR_FIM`` when set). Acceptance still compares
+each suggestion with the file's true continuation; the upstream figures then come from
+the sidecar's own counters (``sidecar.stats``), and what only the simulator can see
+(per-request timings, tokens streamed) is left out.
+
+Every run also records the times of its key presses and accepts (``keys``) and the
+window of each file (``file_windows``), all in seconds from the run's start like the
+``requests`` and ``upstream`` records, for the session timeline of :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -67,6 +80,18 @@ MODE_SPECS: dict[str, ModeSpec] = {
 MODES = {name: spec.scheduling for name, spec in MODE_SPECS.items()}
 DEFAULT_MODES = ("sidecar", "sidecar-noprefetch", "naive")
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+BACKENDS = ("simulated", "siliconflow")
+#: Environment variables of the user's that a ``siliconflow`` run passes to the sidecar.
+SILICONFLOW_ENV = ("SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_MODEL", "SIDECAR_SILICONFLOW_REGION",
+                   "SIDECAR_FIM")
+
+
+def siliconflow_key() -> str | None:
+    """The user's ``SILICONFLOW_API_KEY`` (None when unset or blank)."""
+    import os
+
+    key = os.environ.get("SILICONFLOW_API_KEY", "").strip()
+    return key or None
 
 
 @dataclass
@@ -84,6 +109,7 @@ class RunOptions:
     cancel: str = "before"  # sidecar run: "before" / "after" the new request (VS Code: before), or "never"
     startup_timeout_s: float = 60.0
     settings: dict[str, str] = field(default_factory=dict)  # sidecar settings for both runs (config file)
+    backend: str = "simulated"  # or "siliconflow": the real API with the user's key (no simulator)
 
 
 @dataclass
@@ -102,13 +128,15 @@ class LspRequest:
     item: Any = None
     error: str | None = None
     cancel_sent: bool = False
+    current: bool | None = None  # answered while the document was still at ``version``
 
     def to_dict(self, t0: float) -> dict[str, Any]:
         return {
             "id": self.id, "kind": self.kind, "uri": self.uri, "version": self.version,
             "sent_s": round(self.sent - t0, 4),
+            "answered_s": None if self.answered is None else round(self.answered - t0, 4),
             "latency_ms": None if self.answered is None else round((self.answered - self.sent) * 1000, 2),
-            "text": self.text, "error": self.error, "cancel_sent": self.cancel_sent,
+            "text": self.text, "error": self.error, "cancel_sent": self.cancel_sent, "current": self.current,
         }
 
 
@@ -210,12 +238,18 @@ class ModeRun:
         self.accepts = 0
         self.accepted_chars = 0
         self.key_lateness_ms: list[float] = []
+        self.key_log: list[dict[str, Any]] = []  # key presses and accepts (monotonic times)
+        self.file_windows: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self._seq = 0
         self._pending: set[asyncio.Future] = set()
         if opts.cancel not in ("before", "after", "never"):
             raise ValueError(f"cancel must be 'before', 'after' or 'never', got {opts.cancel!r}")
         self.cancel_order = opts.cancel if self.spec.client_cancels else "never"
+        if opts.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {opts.backend!r}")
+        if opts.backend == "siliconflow" and siliconflow_key() is None:
+            raise ValueError("the siliconflow backend needs SILICONFLOW_API_KEY in the environment")
 
     # -------------------------------------------------------------- processes
     async def _start_sim(self) -> tuple[asyncio.subprocess.Process, str]:
@@ -274,7 +308,9 @@ class ModeRun:
                             encoding="utf-8")
         return path
 
-    def _server_env(self, base_url: str) -> dict[str, str]:
+    def _server_env(self, base_url: str | None) -> dict[str, str]:
+        if self.opts.backend == "siliconflow":
+            return self._real_env()
         env = server_environment(
             {
                 "SILICONFLOW_API_KEY": "sk-bench",
@@ -295,9 +331,37 @@ class ModeRun:
                 "SIDECAR_LOG_LEVEL", "SIDECAR_CACHE", "SIDECAR_PREFETCH"}
         return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
 
+    def _common_env(self) -> dict[str, str]:
+        return {
+            "SIDECAR_SCHEDULING": self.spec.scheduling,
+            "SIDECAR_PREFETCH": "true" if self.spec.prefetch else "false",
+            "SIDECAR_CONFIG": str(self._config_file()),
+            "SIDECAR_LOG_LEVEL": "warning",
+            "XDG_CACHE_HOME": str(self.workdir / "cache"),
+            "XDG_STATE_HOME": str(self.workdir / "state"),
+            "SIDECAR_CACHE": "true" if self.spec.cache else "false",
+        }
+
+    def _real_env(self) -> dict[str, str]:
+        """The real SiliconFlow: the user's key (and base URL, model, region, FIM
+        strategy when set), the cloud side forced, nothing else of the user's sidecar
+        settings (the ``--set`` config file as in a simulated run)."""
+        import os
+
+        user = {k: os.environ[k] for k in SILICONFLOW_ENV if os.environ.get(k, "").strip()}
+        env = server_environment(
+            {**self._common_env(), **user, "SIDECAR_PROVIDER": "siliconflow", "SIDECAR_MODE": "cloud"},
+            default_command=True,
+        )
+        keep = {*self._common_env(), *user, "SIDECAR_PROVIDER", "SIDECAR_MODE"}
+        return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
+
     # -------------------------------------------------------------- the run
     async def run(self) -> dict[str, Any]:
-        sim, base_url = await self._start_sim()
+        sim: asyncio.subprocess.Process | None = None
+        base_url: str | None = None
+        if self.opts.backend == "simulated":
+            sim, base_url = await self._start_sim()
         trap = _LogTrap()
         pygls_log = logging.getLogger("pygls")
         old_propagate = pygls_log.propagate
@@ -323,11 +387,12 @@ class ModeRun:
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             await self.session.close()
-            try:
-                records = await self._sim_records(base_url)
-            except Exception as exc:
-                self.errors.append(f"could not read the simulated backend's records: {exc}")
-            await self._stop_sim(sim)
+            if sim is not None and base_url is not None:
+                try:
+                    records = await self._sim_records(base_url)
+                except Exception as exc:
+                    self.errors.append(f"could not read the simulated backend's records: {exc}")
+                await self._stop_sim(sim)
             pygls_log.removeHandler(trap)
             pygls_log.propagate = old_propagate
         return self._raw(t0, started, ended, records, stats, trap.messages)
@@ -343,6 +408,9 @@ class ModeRun:
         s = self.session
         uri = Path(plan.path).resolve().as_uri()
         s.open(uri, plan.language, plan.opened_text)
+        window = {"file": plan.name, "path": plan.path, "uri": uri, "opened": time.monotonic(),
+                  "first_key": None, "closed": None}
+        self.file_windows.append(window)
         await asyncio.sleep(self.opts.warmup_s)
         cursor = plan.start
         t_last = time.monotonic()
@@ -356,15 +424,22 @@ class ModeRun:
             now = time.monotonic()
             if due > now:
                 await asyncio.sleep(due - now)
-            if key.pause and last is not None:
+            paused = key.pause if key.pause and last is not None else None
+            if paused:
                 pause = self._judge_pause(plan, k, key.pause, last, t_last, cursor)
                 if pause.correct and pause.suggestion:
                     pause.accepted = True
+                    t_pause = t_last
                     t_last, last = self._accept(plan, uri, cursor, pause.suggestion, last, due)
+                    self._log_key(t_last, plan, "accept", pause.suggestion, paused, t_pause, last)
                     cursor += len(pause.suggestion)
                     continue
             text = plan.text[cursor:key.end]  # a whole key, or what is left of it after an accept
+            t_prev = t_last
             t_last, last = self._press(plan, uri, cursor, text, last, due)
+            self._log_key(t_last, plan, "key", text, paused, t_prev if paused else None, last)
+            if window["first_key"] is None:
+                window["first_key"] = t_last
             self.keys_typed += 1
             cursor += len(text)
         if s.text != plan.document_at(cursor):
@@ -372,10 +447,20 @@ class ModeRun:
         # Let the last answers of this file arrive before closing it.
         await self._wait_answers(self.opts.grace_s)
         self._close_accept(time.monotonic(), next_key=False)
+        window["closed"] = time.monotonic()
         s.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
         )
         s.uri = None
+
+    def _log_key(self, t: float, plan: FilePlan, kind: str, text: str, pause: str | None,
+                 pause_from: float | None, req: LspRequest) -> None:
+        """One key press or accept for the timeline: ``pause`` is the kind of pause that
+        ended here (from ``pause_from``, the previous key), ``request_id`` the completion
+        request it sent."""
+        self.key_log.append({"t": t, "file": plan.name, "kind": kind, "chars": len(text),
+                             "text": text if kind == "accept" else None, "pause": pause,
+                             "pause_from": pause_from, "request_id": req.id})
 
     def _press(self, plan: FilePlan, uri: str, cursor: int, text: str, last: LspRequest | None,
                due: float) -> tuple[float, LspRequest]:
@@ -478,6 +563,7 @@ class ModeRun:
     def _answered(self, req: LspRequest, fut: asyncio.Future) -> None:
         self._pending.discard(fut)
         req.answered = time.monotonic()
+        req.current = self.session.uri == req.uri and self.session.version == req.version
         if fut.cancelled():
             req.error = "cancelled in the client"
             return
@@ -538,8 +624,16 @@ class ModeRun:
                     r[k] = round(r[k] - t0, 4)
         inline = self.requests
         self._settle_accepts()
+
+        def rel(t: float | None) -> float | None:
+            return None if t is None else round(t - t0, 4)
+
+        keys = [{**k, "t": rel(k["t"]), "pause_from": rel(k["pause_from"])} for k in self.key_log]
+        windows = [{"file": w["file"], "path": w["path"], "uri": w["uri"], "opened_s": rel(w["opened"]),
+                    "first_key_s": rel(w["first_key"]), "closed_s": rel(w["closed"])} for w in self.file_windows]
         return {
             "mode": self.mode,
+            "backend": self.opts.backend,
             "scheduling": self.spec.scheduling,
             "prefetch": self.spec.prefetch,
             "client_cancels_previous": self.cancel_order,
@@ -567,7 +661,10 @@ class ModeRun:
             "pauses": [asdict(p) for p in self.pauses],
             "after_accept": [asdict(a) for a in self.accept_records],
             "upstream": records,
+            "upstream_source": "simulator" if self.opts.backend == "simulated" else "sidecar.stats",
             "server_stats": stats,
+            "keys": keys,
+            "file_windows": windows,
             "requests": [r.to_dict(t0) for r in inline],
             "client_warnings": client_warnings,
             "server_messages": self.server_messages,
@@ -591,4 +688,5 @@ async def run_modes(modes: list[str], plans: list[FilePlan], opts: RunOptions, w
     return out
 
 
-__all__ = ["DEFAULT_MODES", "MODES", "MODE_SPECS", "ModeRun", "ModeSpec", "RunOptions", "run_modes"]
+__all__ = ["BACKENDS", "DEFAULT_MODES", "MODES", "MODE_SPECS", "ModeRun", "ModeSpec", "RunOptions", "run_modes",
+           "siliconflow_key"]

@@ -270,6 +270,7 @@ class Scheduler:
     def shown(self, item_id: str, req: Request, text: str) -> None:
         """Remember a suggestion handed to the editor, so an accept can be traced back."""
         self.metrics.count("suggestions.shown")
+        self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
         self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix)
         while len(self._shown) > 256:
             self._shown.popitem(last=False)
@@ -284,6 +285,7 @@ class Scheduler:
         uri, doc_prefix, doc_suffix, text, language, line_suffix = rec
         taken = _take_units(text, chars) if chars is not None else text
         self.metrics.count("accepted_chars", len(taken))
+        self.metrics.count("tokens.accepted", tokens.count(taken) if taken else 0)
         if taken != text:
             self.metrics.count("accepted_partial")
             return

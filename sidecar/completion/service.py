@@ -284,6 +284,8 @@ class CompletionService:
             self._check_latency(info, target)
         self.metrics.observe("upstream_stream", out.upstream_ms)
         self.metrics.count("upstream.malformed_events", info.malformed_events)
+        generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None
+        self.metrics.count("tokens.generated", generated if generated is not None else (tokens.count(filt.raw) if filt.raw else 0))
         if info.truncated:
             self.metrics.count("upstream.truncated")
         return out
