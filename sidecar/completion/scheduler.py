@@ -195,8 +195,8 @@ class Scheduler:
         if answer is not None and doc.latest is req:
             if answer.stream is not None and not answer.stream.done:
                 self._start_updates(doc, req, answer)
-            else:
-                self._speculate_accept(req, answer.text)
+            else:  # after the answer is on its way: speculation is not on the keystroke path
+                asyncio.get_running_loop().call_soon(self._speculate_accept, req, answer.text)
         return answer
 
     async def _schedule(self, doc: _Doc, req: Request) -> Answer | None:

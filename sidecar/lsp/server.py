@@ -356,12 +356,12 @@ async def _inline_completion(ls: SidecarServer, params: types.InlineCompletionPa
         service.metrics.count(f"answers.{answer.source}")
         wait_ms = req.waited_s * 1000
     item_id = service.new_id()
-    if settings.scheduling != "naive":
-        service.scheduler.shown(item_id, req, completion_text)
     handler_ms = (time.perf_counter() - t0) * 1000
     service.metrics.observe("time_to_suggestion", handler_ms)
     # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
     service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - upstream_ms - wait_ms))
+    if settings.scheduling != "naive":
+        service.scheduler.shown(item_id, req, completion_text)
     return types.InlineCompletionList(items=[_item(completion_text, lead, replace_range, ctx.eol, encoding, item_id)])
 
 
