@@ -24,7 +24,7 @@ const {
 
 const PYTHON = process.env.SIDECAR_PYTHON || 'python3';
 const STEP_MS = 15_000; // every single await on the server gets this long at most
-const URI = 'file:///work/sum.py';
+const URI = 'file:///src/sum.py';
 // The cursor sits on the blank line inside the function (line 1, column 4).
 const DOC = 'def total(xs):\n    \n\nprint(total([1, 2, 3]))\n';
 const OUTPUT = 'result = 0\n    for x in xs:\n        result += x\n    return result';
