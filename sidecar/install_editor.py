@@ -70,7 +70,7 @@ def editors_dir() -> Path | None:
 
 def _say(text: str = "") -> None:
     """An instruction for the user (stdout)."""
-    print(text, file=sys.stdout)
+    sys.stdout.write(text + "\n")  # a CLI: its instructions are its output
 
 
 def _note(text: str) -> None:
