@@ -194,7 +194,52 @@ def parse_json_object(raw: bytes, info: StreamInfo) -> dict | None:
     return obj
 
 
-class LlamaServerBackend(OpenAICompatBackend):
+class ExternalEngineBackend(OpenAICompatBackend):
+    """An engine someone else runs, reached at its root URL (a trailing ``/v1`` is
+    dropped). :meth:`ensure_ready` polls ``health_path`` until it answers 200 (see
+    :func:`wait_until_ok`), then runs :meth:`_after_ready`, all within
+    ``ready_timeout_s`` seconds; after the first success it returns at once, and
+    concurrent callers share one wait. Raises BackendError(ENGINE) on timeout.
+    """
+
+    health_path = "health"
+    engine_label = "engine"
+    start_hint = "start it and check the URL."
+
+    def __init__(self, *, name: str, kind: str = "local", base_url: str, model: str,
+                 ready_timeout_s: float = 120.0, **kwargs: Any) -> None:
+        root = base_url.rstrip("/")
+        if root.endswith("/v1"):
+            root = root[: -len("/v1")]
+        super().__init__(name=name, kind=kind, base_url=root, model=model, **kwargs)
+        self.prewarm_path = self.health_path
+        self.ready_timeout_s = ready_timeout_s
+        self._ready = False
+        self._ready_lock = asyncio.Lock()
+
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`ensure_ready` has succeeded."""
+        return self._ready
+
+    async def ensure_ready(self) -> None:
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if self._ready:
+                return
+            deadline = time.perf_counter() + self.ready_timeout_s
+            await wait_until_ok(self, self.health_path, self.ready_timeout_s,
+                                engine=self.engine_label, start_hint=self.start_hint)
+            await self._after_ready(deadline)
+            self._ready = True
+            log.info("%s ready at %s", self.name, self.base_url)
+
+    async def _after_ready(self, deadline: float) -> None:
+        """Work to finish before the engine counts as ready (``deadline``: perf_counter s)."""
+
+
+class LlamaServerBackend(ExternalEngineBackend):
     """llama.cpp's ``llama-server`` at ``base_url``, its ROOT URL (``http://127.0.0.1:8080``;
     a trailing ``/v1`` is dropped). Requests built by :func:`infill_request` go to
     ``{root}/infill``.
@@ -205,60 +250,13 @@ class LlamaServerBackend(OpenAICompatBackend):
     """
 
     api = "llama-server"
+    health_path = "health"
+    engine_label = "llama-server"
+    start_hint = "start it with `llama-server -m MODEL.gguf --port PORT` and check the URL."
 
-    def __init__(
-        self,
-        *,
-        name: str = "llama-server",
-        kind: str = "local",
-        base_url: str,
-        model: str = "llama-server",
-        ready_timeout_s: float = 120.0,
-        **kwargs: Any,
-    ) -> None:
-        root = base_url.rstrip("/")
-        if root.endswith("/v1"):
-            root = root[: -len("/v1")]
-        super().__init__(name=name, kind=kind, base_url=root, model=model, **kwargs)
-        self.ready_timeout_s = ready_timeout_s
-        self._ready = False
-        self._ready_lock = asyncio.Lock()
+    def __init__(self, *, name: str = "llama-server", base_url: str, model: str = "llama-server", **kwargs: Any) -> None:
+        super().__init__(name=name, base_url=base_url, model=model, **kwargs)
 
-    @property
-    def ready(self) -> bool:
-        """True once :meth:`ensure_ready` has seen the server ready."""
-        return self._ready
-
-    async def ensure_ready(self) -> None:
-        """Wait until ``GET /health`` answers 200 (503 means the model is still loading),
-        at most ``ready_timeout_s`` seconds; after the first success this returns at once.
-
-        Raises BackendError(ENGINE) on timeout (also when the connection was refused all
-        along) or when ``/health`` answers 4xx (not a llama-server root URL).
-        """
-        if self._ready:
-            return
-        async with self._ready_lock:
-            if self._ready:
-                return
-            await wait_until_ok(
-                self,
-                "health",
-                self.ready_timeout_s,
-                engine="llama-server",
-                start_hint="start it with `llama-server -m MODEL.gguf --port PORT` and check the URL.",
-            )
-            self._ready = True
-            log.info("%s ready at %s", self.name, self.base_url)
-
-    async def prewarm(self) -> None:
-        """GET ``/health`` so a connection sits in the pool. Never raises."""
-        try:
-            r = await self._client.get("health")
-            await r.aread()
-            self.last_activity = time.perf_counter()
-        except Exception as exc:  # noqa: BLE001 - prewarm is best effort
-            log.debug("prewarm %s failed: %s", self.name, exc)
 
     async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
         """Like :meth:`OpenAICompatBackend.stream`, with llama-server's errors named:
@@ -417,4 +415,4 @@ class LlamaServerBackend(OpenAICompatBackend):
         info.usage = usage
 
 
-__all__ = ["LlamaServerBackend", "MAX_LINE_BYTES", "infill_request", "iter_lines", "wait_until_ok"]
+__all__ = ["ExternalEngineBackend", "LlamaServerBackend", "MAX_LINE_BYTES", "infill_request", "iter_lines", "wait_until_ok"]

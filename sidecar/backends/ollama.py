@@ -19,7 +19,6 @@ Follows Ollama's API reference (docs/api.md, "Generate a completion"):
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from contextlib import aclosing
@@ -31,8 +30,7 @@ from ..completion import prompt
 from ..completion.context import CompletionContext
 from .base import StreamInfo, UpstreamRequest
 from .errors import BAD_REQUEST, CONNECTION, ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, UNKNOWN, BackendError, classify
-from .llama_server import _message_of, iter_lines, parse_json_object, wait_until_ok
-from .openai_compat import OpenAICompatBackend
+from .llama_server import ExternalEngineBackend, _message_of, iter_lines, parse_json_object
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ def generate_request(
     return UpstreamRequest(endpoint="api/generate", body=body, strategy="suffix" if fim else "prefix")
 
 
-class OllamaBackend(OpenAICompatBackend):
+class OllamaBackend(ExternalEngineBackend):
     """Ollama at ``base_url``, its ROOT URL (``http://127.0.0.1:11434``; a trailing
     ``/v1`` is dropped); ``model`` is an Ollama model name (``qwen2.5-coder:1.5b``).
 
@@ -82,60 +80,24 @@ class OllamaBackend(OpenAICompatBackend):
     """
 
     api = "ollama"
+    health_path = "api/version"
+    engine_label = "Ollama"
+    start_hint = "start it with `ollama serve` and check the URL."
 
-    def __init__(
-        self,
-        *,
-        name: str = "Ollama",
-        kind: str = "local",
-        base_url: str,
-        model: str,
-        ready_timeout_s: float = 120.0,
-        preload: bool = True,
-        keep_alive: str = DEFAULT_KEEP_ALIVE,
-        **kwargs: Any,
-    ) -> None:
-        root = base_url.rstrip("/")
-        if root.endswith("/v1"):
-            root = root[: -len("/v1")]
-        super().__init__(name=name, kind=kind, base_url=root, model=model, **kwargs)
-        self.ready_timeout_s = ready_timeout_s
+    def __init__(self, *, name: str = "Ollama", base_url: str, model: str, preload: bool = True,
+                 keep_alive: str = DEFAULT_KEEP_ALIVE, **kwargs: Any) -> None:
+        super().__init__(name=name, base_url=base_url, model=model, **kwargs)
         self.preload = preload
         self.keep_alive = keep_alive
-        self._ready = False
-        self._ready_lock = asyncio.Lock()
 
-    @property
-    def ready(self) -> bool:
-        """True once :meth:`ensure_ready` has succeeded."""
-        return self._ready
+    async def _after_ready(self, deadline: float) -> None:
+        """With ``preload``, load the model (empty-prompt ``/api/generate``) so the first
+        completion does not pay for it. Raises BackendError: ENGINE when the load times
+        out or fails; MODEL_NOT_FOUND (with the ``ollama pull`` command) for a model
+        Ollama has not pulled."""
+        if self.preload:
+            await self._load(max(1.0, deadline - time.perf_counter()))
 
-    async def ensure_ready(self) -> None:
-        """Wait until ``GET /api/version`` answers 200, then (with ``preload``) load the
-        model with an empty-prompt ``/api/generate``; all within ``ready_timeout_s``
-        seconds. After the first success this returns at once.
-
-        Raises BackendError: ENGINE when Ollama does not answer or the load times out or
-        fails; MODEL_NOT_FOUND (with the ``ollama pull`` command) for a model it has not
-        pulled.
-        """
-        if self._ready:
-            return
-        async with self._ready_lock:
-            if self._ready:
-                return
-            deadline = time.perf_counter() + self.ready_timeout_s
-            await wait_until_ok(
-                self,
-                "api/version",
-                self.ready_timeout_s,
-                engine="Ollama",
-                start_hint="start it with `ollama serve` and check the URL.",
-            )
-            if self.preload:
-                await self._load(max(1.0, deadline - time.perf_counter()))
-            self._ready = True
-            log.info("%s ready at %s with %s", self.name, self.base_url, self.model)
 
     async def _load(self, timeout_s: float) -> None:
         t0 = time.perf_counter()
@@ -166,15 +128,6 @@ class OllamaBackend(OpenAICompatBackend):
         if not isinstance(models, list):
             raise BackendError(UNKNOWN, f"{self.base_url}/api/tags answered HTTP {r.status_code} without a model list", r.status_code)
         return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
-
-    async def prewarm(self) -> None:
-        """GET ``/api/version`` so a connection sits in the pool. Never raises."""
-        try:
-            r = await self._client.get("api/version")
-            await r.aread()
-            self.last_activity = time.perf_counter()
-        except Exception as exc:  # noqa: BLE001 - prewarm is best effort
-            log.debug("prewarm %s failed: %s", self.name, exc)
 
     async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
         """Like :meth:`OpenAICompatBackend.stream`, with Ollama's errors named: 404 for a

@@ -79,11 +79,15 @@ class OpenAICompatBackend:
     async def ensure_ready(self) -> None:
         return None
 
+    # A cheap GET that opens a pooled connection; engines with their own health endpoint
+    # set their path.
+    prewarm_path = "models"
+
     async def prewarm(self) -> None:
-        """GET ``/models`` so a TCP (and TLS) connection sits in the pool before the first
-        completion. Errors are logged at debug level and ignored."""
+        """GET ``prewarm_path`` (``/models``) so a TCP (and TLS) connection sits in the pool
+        before the first completion. Errors are logged at debug level and ignored."""
         try:
-            r = await self._client.get("models")
+            r = await self._client.get(self.prewarm_path)
             await r.aread()
             self.last_activity = time.perf_counter()
             log.debug("prewarm %s -> HTTP %s", self.name, r.status_code)
