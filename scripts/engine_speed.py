@@ -51,8 +51,8 @@ async def prefix_reuse(client, base_url: str, rounds: int = 5) -> dict:
     return {"ttft_ms_unshared_prefix": statistics.median(cold), "ttft_ms_shared_prefix": statistics.median(warm)}
 
 
-async def measure(layers: int, model: str | None, runs: int, max_tokens: int) -> dict:
-    engine = ManagedEngine(model, n_ctx=2048, n_gpu_layers=layers)
+async def measure(layers: int, model: str | None, runs: int, max_tokens: int, threads: int | None = None) -> dict:
+    engine = ManagedEngine(model, n_ctx=2048, n_gpu_layers=layers, threads=threads)
     t0 = time.perf_counter()
     engine.spawn()
     try:
@@ -79,7 +79,7 @@ async def measure(layers: int, model: str | None, runs: int, max_tokens: int) ->
                     if n > 1 and last > first:
                         speed.append((n - 1) / (last - first))
             reuse = await prefix_reuse(client, engine.base_url)
-        return {"n_gpu_layers": layers, "load_s": load_s, "ttft_ms_p50": statistics.median(ttft) if ttft else None,
+        return {"n_gpu_layers": layers, "threads": threads, "load_s": load_s, "ttft_ms_p50": statistics.median(ttft) if ttft else None,
                 "tokens_per_s": statistics.median(speed) if speed else None, "runs": runs, **reuse}
     finally:
         engine.stop_sync()
@@ -91,12 +91,22 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="GGUF path (default: the shipped SmolLM2-135M)")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, nargs="+", default=[None],
+                    help="CPU threads (default: llama-cpp-python's own choice, half the cores)")
     ap.add_argument("--out", type=Path, default=Path("bench-results/engine_speed.json"))
     a = ap.parse_args()
-    rows = [asyncio.run(measure(layers, a.model, a.runs, a.max_tokens)) for layers in a.gpu_layers]
+    import platform
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), platform.processor()) \
+        if Path("/proc/cpuinfo").exists() else platform.processor()
+    amx = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+    print(f"CPU: {cpu}; cores: {__import__('os').cpu_count()}; advertises AMX (amx_tile): {'yes' if amx else 'no'}")
+    rows = [asyncio.run(measure(layers, a.model, a.runs, a.max_tokens, threads))
+            for layers in a.gpu_layers for threads in a.threads]
     print(f"{'engine':18} {'load s':>7} {'TTFT p50 ms':>12} {'tokens/s':>9} {'~1k-token prompt TTFT: new / shared prefix ms':>48}")
     for r in rows:
         label = "CPU" if r["n_gpu_layers"] == 0 else f"GPU ({r['n_gpu_layers']} layers)"
+        if r.get("threads"):
+            label += f", {r['threads']} thr"
         ttft = f"{r['ttft_ms_p50']:.1f}" if r["ttft_ms_p50"] is not None else "-"
         tps = f"{r['tokens_per_s']:.1f}" if r["tokens_per_s"] is not None else "-"
         reuse = f"{r['ttft_ms_unshared_prefix']:.0f} / {r['ttft_ms_shared_prefix']:.0f}"

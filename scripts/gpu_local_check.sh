@@ -15,11 +15,11 @@ if [ ! -x .venv-gpu/bin/python ]; then
 fi
 if ! .venv-gpu/bin/python -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)' 2>/dev/null; then
   echo "building llama-cpp-python with CUDA (several minutes)" >&2
-  CMAKE_ARGS="-DGGML_CUDA=on" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+  CMAKE_ARGS="-DGGML_CUDA=on -DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
     .venv-gpu/bin/python -m pip install --quiet --no-cache-dir --force-reinstall --no-binary llama-cpp-python \
-    'llama-cpp-python[server]==0.3.36'
+    -c constraints.txt 'llama-cpp-python[server]==0.3.36'
 fi
-.venv-gpu/bin/python -m pip install --quiet -e '.[test]'
+.venv-gpu/bin/python -m pip install --quiet -c constraints.txt -e '.[local,test]'
 .venv-gpu/bin/python -c 'import llama_cpp; assert llama_cpp.llama_supports_gpu_offload(), "not a GPU build"; print("llama-cpp-python GPU offload: yes")'
-SIDECAR_LOCAL_N_GPU_LAYERS=-1 .venv-gpu/bin/python -m pytest -q tests/test_local_engine.py tests/test_local_mode.py
+SIDECAR_LOCAL_N_GPU_LAYERS=-1 .venv-gpu/bin/python -m pytest -q tests/e2e/test_local_engine.py tests/e2e/test_local_mode.py
 .venv-gpu/bin/python scripts/engine_speed.py --gpu-layers 0 -1 ${SIDECAR_LOCAL_MODEL_PATH:+--model "$SIDECAR_LOCAL_MODEL_PATH"}

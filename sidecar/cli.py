@@ -13,6 +13,9 @@ from . import __version__, config, logsetup
 
 
 def _serve(_args: argparse.Namespace) -> int:
+    from .observability.redact import RedactingStream
+
+    sys.stderr = RedactingStream(sys.stderr)  # tracebacks and stray prints too: no secret leaves
     logsetup.setup()
     errors: list[str] = []
     layers = []
@@ -34,25 +37,27 @@ def _serve(_args: argparse.Namespace) -> int:
     # stderr so a stray print() in any library cannot corrupt the stream.
     out = sys.stdout.buffer
     sys.stdout = sys.stderr
+    from .lsp.stdio import start_io
+
     try:
-        server.start_io(sys.stdin.buffer, out)
+        code = start_io(server, sys.stdin.buffer, out)  # our reader: never deaf (framing.py)
     finally:
         from .observability import statsfile
 
         statsfile.remove(os.getpid())
         svc = server.service
         if svc is not None:
-            engine = getattr(svc.backend, "engine", None)
+            engine = svc.backend.engine
             if engine is not None:
                 engine.stop_sync()
             if svc.cache is not None and svc.cache.store is not None:
                 svc.cache.store.stop_sync()
                 svc.cache.store.flush_sync()
-    return 0
+    return code
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo.cli import run_from_args
+    from .tools.demo.cli import run_from_args
 
     return run_from_args(args)
 
@@ -121,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="run the LSP server on stdio")
     p.add_argument("--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport")
     p.set_defaults(fn=_serve)
-    from .demo.cli import add_arguments as demo_arguments
+    from .tools.demo.cli import add_arguments as demo_arguments
 
     p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions")
     demo_arguments(p)
@@ -139,19 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_cache)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "simulate":  # its own parser owns every option after the word
-        from .simulator.__main__ import main as sim_main
+        from .tools.simulator.__main__ import main as sim_main
 
         return int(sim_main(argv[1:]) or 0)
     if argv and argv[0] == "install-editor":  # its own parser owns every option after the word
-        from .install_editor import main as install_editor_main
+        from .tools.install_editor import main as install_editor_main
 
         return install_editor_main(argv[1:])
     if argv and argv[0] == "bench":  # its own parser owns every option after the word
-        from .bench.cli import main as bench_main
+        from .tools.bench.cli import main as bench_main
 
         return int(bench_main(argv[1:]) or 0)
     if argv and argv[0] == "doctor":  # its own parser owns every option after the word
-        from .doctor import main as doctor_main
+        from .tools.doctor import main as doctor_main
 
         return doctor_main(argv[1:])
     args = parser.parse_args(argv)

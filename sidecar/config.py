@@ -1,6 +1,6 @@
 """Settings: defaults, user config file, environment, initializationOptions, didChangeConfiguration.
 
-Precedence, lowest to highest (DESIGN.md §2): built-in defaults, the user config file
+Precedence, lowest to highest (docs/architecture.md, "Facts we checked"): built-in defaults, the user config file
 (TOML, ``<platform config dir>/sidecar/config.toml`` or ``$SIDECAR_CONFIG``), environment
 variables, LSP ``initializationOptions``, LSP ``workspace/didChangeConfiguration``.
 
@@ -11,13 +11,18 @@ the bad value and where it came from. The API key is kept out of ``repr`` and lo
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import platformdirs
+
+from .observability import redact as _redact
 
 APP_NAME = "sidecar"
 
@@ -40,8 +45,9 @@ class Settings:
     ``openai`` (any OpenAI-compatible server at ``base_url``: vLLM, SGLang, LM Studio,
     llama-cpp-python), ``llama-server`` (llama.cpp's server, FIM through ``/infill``),
     ``ollama`` (``/api/generate``) or ``local`` (the managed llama-cpp-python engine, by
-    default with the shipped SmolLM2 GGUF). ``auto`` picks siliconflow
-    when a key is set, else openai when a base URL is set, else local.
+    default with the shipped SmolLM2 GGUF). ``auto`` picks siliconflow for a base URL on
+    a SiliconFlow host or for a key without a base URL, openai for any other base URL,
+    else local (see :attr:`cloud_provider`).
     """
 
     provider: str = "auto"
@@ -51,10 +57,14 @@ class Settings:
     siliconflow_region: str = "cn"
     model: str | None = None
     fim: str = "auto"  # auto | suffix | template | chat | prefix
+    token_healing: bool = True  # back the prompt up to a token boundary (completion/healing/)
     max_tokens: int = 64
     temperature: float = 0.2
     prefix_tokens: int = 1024
     suffix_tokens: int = 256
+    # Largest windows; the cut ones follow the latency budget (completion/window.py).
+    target_ttft_ms: int | None = None  # cold-prompt TTFT target; None: 300 local, off for cloud; 0: off
+    crossfile_tokens: int | None = None  # other files' snippets; None: 256 local, 512 cloud; 0: off
     request_timeout_ms: int = 8000
     cold_start_timeout_ms: int = 120000
     connect_timeout_ms: int = 3000
@@ -83,20 +93,66 @@ class Settings:
     log_file: str | None = None  # JSON lines; None: <platform log dir>/sidecar/sidecar.jsonl; "off": none
     prometheus_port: int | None = None  # opt-in /metrics on 127.0.0.1
     latency_warn_ms: int = 1500  # warn once when the recent p90 TTFT passes this
+    # Shared backends (README "Rate limits and shared backends"). Header tables are
+    # ((name, value), ...) so that Settings stays hashable.
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # sent to the cloud/OpenAI-compatible backend
+    local_api_key: str | None = field(default=None, repr=False)  # Bearer key for an external local engine
+    local_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # sent to an external local engine
+    user: str | None = None  # end-user id in OpenAI-shaped request bodies ("user")
+    trust_env: bool = True  # honour HTTPS_PROXY/HTTP_PROXY/NO_PROXY (never for loopback URLs)
+    #: Internal: the provider the API key's variable names (SILICONFLOW_API_KEY:
+    #: "siliconflow", OPENAI_API_KEY: "openai"), None when it came from elsewhere. Only
+    #: "openai" changes detection (an OpenAI key alone configures nothing); "siliconflow"
+    #: only feeds :attr:`provider_note`, never the request shape.
+    api_key_for: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Every configured key is redacted from logs, messages and errors from now on.
+        _redact.register_secret(self.api_key)
+        _redact.register_secret(self.local_api_key)
+        for name, value in (*self.headers, *self.local_headers):
+            if _SECRET_HEADER.search(name):
+                _redact.register_secret(value)
 
     # ------------------------------------------------------------------ derived
     @property
     def cloud_provider(self) -> str | None:
-        """The cloud side: ``siliconflow`` or ``openai``, or None when nothing is configured."""
+        """The cloud side: ``siliconflow`` or ``openai``, or None when nothing is configured.
+
+        ``provider = "siliconflow"`` or ``"openai"`` is taken as set, whatever the URL.
+        With ``provider = "auto"``: a ``base_url`` on a SiliconFlow host
+        (``is_siliconflow_url``: ``siliconflow.cn``, ``siliconflow.com`` or a subdomain) is
+        ``siliconflow``; any other ``base_url`` is ``openai``, whichever variable the key
+        came from (``SILICONFLOW_API_KEY`` included): SiliconFlow's request shape (native
+        FIM ``suffix``, its default model) is never sent to a host that is not SiliconFlow
+        unless ``provider = "siliconflow"`` (``SIDECAR_PROVIDER=siliconflow``) says so.
+        Without a ``base_url`` a key (``SIDECAR_API_KEY``, ``SILICONFLOW_API_KEY``, the
+        config file, the editor) means SiliconFlow's own host, except a key from
+        ``OPENAI_API_KEY``, which alone configures nothing (it is never sent to SiliconFlow).
+        """
         if self.provider in ("siliconflow", "openai"):
             return self.provider
         if self.provider == "local":
             return None
-        if self.api_key:
-            return "siliconflow"
         if self.base_url:
-            return "openai"
+            return "siliconflow" if is_siliconflow_url(self.base_url) else "openai"
+        if self.api_key and self.api_key_for != "openai":
+            return "siliconflow"
         return None
+
+    @property
+    def provider_note(self) -> str | None:
+        """One sentence for a setup that may expect SiliconFlow's shape but does not get it:
+        the key comes from ``SILICONFLOW_API_KEY``, ``provider`` is ``auto`` and the base
+        URL is not a SiliconFlow host, so requests take the OpenAI-compatible shape. None
+        otherwise. ``sidecar doctor`` and the server's start-up log show it."""
+        if (self.provider != "auto" or not self.base_url or is_siliconflow_url(self.base_url)
+                or not self.api_key or self.api_key_for != "siliconflow"):
+            return None
+        host = urlsplit(self.base_url).hostname or self.base_url
+        return (f"the key comes from SILICONFLOW_API_KEY but {host} is not a SiliconFlow host, so requests use "
+                "the OpenAI-compatible shape; set SIDECAR_PROVIDER=siliconflow (provider = \"siliconflow\") "
+                "to send SiliconFlow's")
 
     @property
     def resolved_mode(self) -> str:
@@ -148,6 +204,9 @@ class Settings:
         """Settings as a dict with the API key redacted (safe to log or send to the editor)."""
         d = dataclasses.asdict(self)
         d["api_key"] = "***" if self.api_key else None
+        d["local_api_key"] = "***" if self.local_api_key else None
+        for k in ("headers", "local_headers"):
+            d[k] = {n: ("***" if _SECRET_HEADER.search(n) else v) for n, v in getattr(self, k)}
         d["resolved_mode"] = self.resolved_mode
         d["resolved_provider"] = self.resolved_provider
         d["resolved_base_url"] = self.resolved_base_url
@@ -188,6 +247,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "cache_ttl_s": (1, 10 * 365 * 86400),
     "prometheus_port": (1, 65535),
     "latency_warn_ms": (50, 600000),
+    "target_ttft_ms": (0, 600000),
+    "crossfile_tokens": (0, 8192),
 }
 
 # Environment variable -> setting key.
@@ -203,6 +264,7 @@ ENV_VARS = {
     "SIDECAR_PREFETCH": "prefetch_enabled",
     "SIDECAR_SILICONFLOW_REGION": "siliconflow_region",
     "SIDECAR_FIM": "fim",
+    "SIDECAR_TOKEN_HEALING": "token_healing",
     "SIDECAR_MAX_TOKENS": "max_tokens",
     "SIDECAR_REQUEST_TIMEOUT_MS": "request_timeout_ms",
     "SIDECAR_LOCAL_MODEL_PATH": "local_model_path",
@@ -214,7 +276,61 @@ ENV_VARS = {
     "SIDECAR_SCHEDULING": "scheduling",
     "SIDECAR_LOG_FILE": "log_file",
     "SIDECAR_PROMETHEUS_PORT": "prometheus_port",
+    "SIDECAR_LOCAL_API_KEY": "local_api_key",
+    "SIDECAR_HEADERS": "headers",
+    "SIDECAR_LOCAL_HEADERS": "local_headers",
+    "SIDECAR_USER": "user",
+    "SIDECAR_TRUST_ENV": "trust_env",
 }
+#: Read only when our own variables leave the setting unset (after ENV_VARS).
+OPENAI_ENV_VARS = {"OPENAI_API_KEY": "api_key", "OPENAI_BASE_URL": "base_url"}
+#: Settings no source may set: derived while loading.
+_INTERNAL = frozenset({"api_key_for"})
+_SECRET_SETTINGS = frozenset({"api_key", "local_api_key", "headers", "local_headers"})
+
+# Header names are RFC 9110 §5.6.2 tokens; values carry no CR, LF or NUL (§5.5).
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
+#: Headers that the HTTP client owns; a custom table may not set them.
+_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "content-type",
+                               "te", "upgrade", "keep-alive", "proxy-authorization", "proxy-connection"})
+
+
+def is_siliconflow_url(url: str) -> bool:
+    """True when ``url``'s host is SiliconFlow's: ``siliconflow.cn``, ``siliconflow.com``
+    or a subdomain of them (``api.siliconflow.cn``, ``api.siliconflow.com``)."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    return any(host == d or host.endswith("." + d) for d in ("siliconflow.cn", "siliconflow.com"))
+
+
+def _coerce_headers(key: str, value: Any, source: str) -> tuple[tuple[str, str], ...]:
+    """A header table (a mapping, or a JSON object in a string such as ``SIDECAR_HEADERS``)
+    as ``((name, value), ...)``. Raises ConfigError for a name that is not an RFC 9110
+    token, a reserved name, or a value that is not a string without CR/LF."""
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"invalid setting '{key}' from {source}: {why}")
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise bad('expected a JSON object such as {"X-Team": "infra"}') from None
+    if isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise bad("expected a table of header names to values")
+    out: list[tuple[str, str]] = []
+    for name, val in value.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise bad(f"{name!r} is not a valid header name")
+        if name.lower() in _RESERVED_HEADERS:
+            raise bad(f"the header {name!r} is set by sidecar's HTTP client")
+        if isinstance(val, (int, float)) and not isinstance(val, bool):
+            val = str(val)
+        if not isinstance(val, str) or any(c in val for c in "\r\n\0"):
+            raise bad(f"the value of {name!r} must be a string on one line")
+        out.append((name, val.strip()))
+    return tuple(out)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # Accept camelCase keys from editors (e.g. "maxTokens").
@@ -232,9 +348,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
 
     def bad(expect: str) -> ConfigError:
-        shown = "***" if key == "api_key" else repr(value)
+        shown = "***" if key in _SECRET_SETTINGS else repr(value)
         return ConfigError(f"invalid setting '{key}' from {source}: expected {expect}, got {shown}")
 
+    if key in ("headers", "local_headers"):
+        return _coerce_headers(key, value, source)
     if value is None or (isinstance(value, str) and value == "" and "None" in type_name):
         if "None" in type_name:
             return None
@@ -300,7 +418,7 @@ def normalize(raw: Mapping[str, Any], source: str, errors: list[str] | None = No
             continue
         key = _ALIASES.get(k, k)
         try:
-            if key not in _FIELDS:
+            if key not in _FIELDS or key in _INTERNAL:
                 raise ConfigError(f"unknown setting '{k}' from {source} (ignored)")
             out[key] = _coerce(key, v, source)
         except ConfigError as exc:
@@ -335,20 +453,34 @@ def from_file(path: Path | None = None, errors: list[str] | None = None) -> dict
 
 
 def from_env(environ: Mapping[str, str] | None = None, errors: list[str] | None = None) -> dict[str, Any]:
-    """Settings from environment variables (see ``ENV_VARS``). Empty variables are
+    """Settings from environment variables (see ``ENV_VARS``, then ``OPENAI_API_KEY`` and
+    ``OPENAI_BASE_URL`` where ours left the setting unset). Empty variables are
     ignored; an invalid one raises ConfigError, or with ``errors`` is reported there and
-    skipped alone."""
+    skipped alone. The result notes which provider the key's variable names
+    (``api_key_for``: an ``OPENAI_API_KEY`` alone configures nothing, see
+    :attr:`Settings.cloud_provider`; a ``SILICONFLOW_API_KEY`` only feeds
+    :attr:`Settings.provider_note`, it never chooses SiliconFlow's request shape)."""
     environ = os.environ if environ is None else environ
     out: dict[str, Any] = {}
-    for var, key in ENV_VARS.items():
+    key_var = None
+    for var, key in [*ENV_VARS.items(), *OPENAI_ENV_VARS.items()]:
         val = environ.get(var)
         if val:
+            if key in ("api_key", "local_api_key"):  # every key variable, even one a later one overrides
+                _redact.register_secret(val)
+            if var in OPENAI_ENV_VARS and key in out:
+                continue  # OPENAI_* only fill in what our own variables left unset
             try:
                 out[key] = _coerce(key, val, f"environment variable {var}")
             except ConfigError as exc:
                 if errors is None:
                     raise
                 errors.append(str(exc))
+                continue
+            if key == "api_key":
+                key_var = var
+    if key_var in ("SILICONFLOW_API_KEY", "OPENAI_API_KEY"):
+        out["api_key_for"] = "siliconflow" if key_var == "SILICONFLOW_API_KEY" else "openai"
     return out
 
 
@@ -360,6 +492,8 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
+        if "api_key" in layer:  # the key's provider hint follows the layer that set the key
+            merged["api_key_for"] = layer.get("api_key_for")
     s = Settings(**merged)
     if s.local_engine != "managed" and not s.local_url and s.resolved_mode in ("local", "auto"):
         raise ConfigError(f"invalid settings: local_engine '{s.local_engine}' needs local_url (SIDECAR_LOCAL_URL)")
@@ -378,3 +512,18 @@ def load_base() -> tuple[dict[str, Any], dict[str, Any]]:
     Raises ConfigError for an invalid value in either.
     """
     return from_file(), from_env()
+
+
+# Fields whose change needs a new backend (and so a new connection pool or engine).
+BACKEND_FIELDS = (
+    "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",
+    "connect_timeout_ms", "request_timeout_ms", "cold_start_timeout_ms",
+    "local_model_path", "local_n_ctx", "local_n_gpu_layers", "local_threads",
+    "local_engine", "local_url", "local_model",
+    "headers", "local_api_key", "local_headers", "user", "trust_env",
+)
+
+
+def backend_changed(old: Settings, new: Settings) -> bool:
+    """Whether going from ``old`` to ``new`` needs a new backend (``BACKEND_FIELDS``)."""
+    return any(getattr(old, f) != getattr(new, f) for f in BACKEND_FIELDS)

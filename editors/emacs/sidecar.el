@@ -19,7 +19,8 @@
 ;;
 ;; then `M-x lsp' in a Python, Go, Rust, ... buffer (or `lsp-deferred' in a mode hook).
 ;; Suggestions appear after `sidecar-idle-delay' seconds of idle time; with one shown,
-;; TAB (`sidecar-accept-keys') or RET accepts, C-g cancels, M-n / M-p cycle.
+;; TAB (`sidecar-accept-keys') accepts, C-g cancels, C-n / C-p cycle (lsp-mode 10
+;; binds no RET).
 ;;
 ;; The API key comes from the environment (SILICONFLOW_API_KEY) or the sidecar's config
 ;; file (~/.config/sidecar/config.toml); other settings can go in `sidecar-settings'.
@@ -69,7 +70,7 @@ meant for slower servers; the sidecar debounces on its own)."
   :group 'sidecar)
 
 (defcustom sidecar-accept-keys '("<tab>" "TAB")
-  "Keys that accept the shown suggestion, for `kbd' (RET accepts too).
+  "Keys that accept the shown suggestion, for `kbd'.
 lsp-mode binds TAB to the next suggestion; nil keeps its bindings.  Set before loading."
   :type '(repeat string)
   :group 'sidecar)
@@ -102,6 +103,11 @@ finished stream)."
   (let ((table (make-hash-table :test 'equal)))
     (dolist (pair sidecar-settings)
       (puthash (format "%s" (car pair)) (cdr pair) table))
+    ;; With `sidecar-refresh-on-update' this client renders the server's updates (it
+    ;; asks again when a stream is done): say so, and the server answers early.
+    ;; Without it the server sends complete lines only.
+    (when sidecar-refresh-on-update
+      (puthash "inlineCompletionUpdates" t table))
     table))
 
 (defun sidecar--activate-p (_file-name &optional mode)
@@ -125,18 +131,24 @@ finished stream)."
   (setq sidecar-last-status params))
 
 (defun sidecar--shown-at-point-p ()
-  "Whether lsp-mode shows an inline suggestion that started at point."
+  "Whether lsp-mode shows an inline suggestion that started at point.
+At the end of a line lsp-mode 10 parks point one character before its start point
+while the suggestion shows, so that position counts too."
   (and (bound-and-true-p lsp-inline-completion-mode)
        (overlayp lsp-inline-completion--overlay)
        (overlay-buffer lsp-inline-completion--overlay)
-       (eq (point) lsp-inline-completion--start-point)))
+       (integerp lsp-inline-completion--start-point)
+       (or (eq (point) lsp-inline-completion--start-point)
+           (and (eq (1+ (point)) lsp-inline-completion--start-point)
+                (save-excursion (goto-char lsp-inline-completion--start-point) (eolp))))))
 
 (defun sidecar--refresh (buffer point)
-  "Ask again in BUFFER if a suggestion is still shown at POINT."
+  "Ask again in BUFFER if a suggestion is still shown at POINT (from its start point)."
   (setq sidecar--refresh-timer nil)
   (when (and (buffer-live-p buffer) (eq buffer (current-buffer)) (eq point (point))
              (sidecar--shown-at-point-p)
              (fboundp 'lsp-inline-completion-display))
+    (goto-char lsp-inline-completion--start-point)
     (lsp-inline-completion-display 'implicit)))
 
 (defun sidecar--on-update (_workspace params)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Callable, Protocol
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -13,11 +18,14 @@ class UpstreamRequest:
     ``endpoint`` is relative to the base URL (``completions`` or ``chat/completions``);
     ``body`` is the JSON body without ``model`` and ``stream`` (the backend adds them);
     ``strategy`` names how the prompt was built (``suffix``, ``template``, ``chat``, ``prefix``).
+    ``read_timeout_s`` (seconds), when set, replaces the client's read timeout (the longest
+    gap between bytes) for this request: a cold backend may send nothing while it loads.
     """
 
     endpoint: str
     body: dict[str, Any]
     strategy: str
+    read_timeout_s: float | None = None
 
     @property
     def used_suffix(self) -> bool:
@@ -38,6 +46,9 @@ class StreamInfo:
     malformed_events: int = 0
     truncated: bool = False  # the connection ended without [DONE]
     usage: dict[str, Any] = field(default_factory=dict)
+    phases: int = 1  # upstream requests this stream took (2: a healing grammar, then plain)
+    #: Called by the backend when the response headers arrive (the first bytes from it).
+    on_headers: Callable[[], None] | None = None
 
     @property
     def ttft_ms(self) -> float | None:
@@ -46,12 +57,45 @@ class StreamInfo:
         return (self.first_token_at - self.sent_at) * 1000.0
 
 
+def parse_json_object(raw: bytes, info: StreamInfo, what: str = "stream line") -> dict | None:
+    """``raw`` (one SSE event's data or one NDJSON line) as a JSON object, or None when
+    it is not one: counted in ``info.malformed_events`` and logged (``what`` names it)."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        info.malformed_events += 1
+        log.warning("skipped a malformed %s (%d bytes)", what, len(raw))
+        return None
+    return obj
+
+
 class Backend(Protocol):
-    """A place completions come from. ``name`` is shown to users; ``model`` is the model id."""
+    """A place completions come from, as the completion service uses it (every ability
+    is declared here; :class:`BackendBase` gives the defaults). ``name`` is shown to
+    users; ``model`` is the model id; ``kind`` is ``siliconflow``, ``openai`` or
+    ``local``; ``api`` the request shape (``openai``, ``siliconflow``,
+    ``llama-cpp-python``, ``llama-server``, ``ollama``); ``base_url`` the URL requests go
+    to (``""`` when there is none yet); ``engine`` the managed engine process of the
+    embedded default (None otherwise); ``cooldown`` its 429/503 state
+    (``ratelimit.CoolDown``, None for a backend that never cools down); ``ready`` False
+    while a managed engine is known to be down."""
 
     name: str
     model: str
-    kind: str  # "siliconflow" | "openai" | "local"
+    kind: str
+    api: str | None
+    base_url: str
+    engine: Any
+    cooldown: Any
+    ready: bool
+    #: Notices that need no action (engine restarts): the service wires its log channel.
+    notify: Callable[[str], None]
+    #: ``progress(kind, message)`` around model loads, ``kind`` ``begin`` or ``end``.
+    progress: Callable[[str, str], None]
+    #: Failed background starts of auto mode's local side.
+    on_local_error: Callable[[Any], None]
 
     async def ensure_ready(self) -> None:
         """Wait until the backend can take a request (a managed engine may still be loading).
@@ -68,3 +112,56 @@ class Backend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and child processes."""
+
+    def pick(self) -> Backend:
+        """The concrete backend the next stream goes to (a router picks a side)."""
+
+    def sides(self) -> tuple[Backend, ...]:
+        """This backend and the ones it routes to (for wiring callbacks)."""
+
+    def record(self, target: Backend, error: Any) -> None:
+        """The outcome of one stream on ``target`` (None: success), for a router's breaker."""
+
+    def idle_for_s(self) -> float:
+        """Seconds since the last upstream traffic (inf when none yet)."""
+
+    def has_idle_connection(self) -> bool:
+        """True when a pooled keep-alive connection is idle (True when unknown)."""
+
+    def busy_connections(self) -> int | None:
+        """Pooled connections carrying a request (None when unknown)."""
+
+
+class BackendBase:
+    """Defaults of the :class:`Backend` abilities that not every backend has: no engine,
+    no cooldown, always ready, itself as the pick, no breaker, no pool facts. Concrete
+    backends inherit from it and override what they have."""
+
+    api: str | None = None
+    base_url: str = ""
+    engine: Any = None
+    cooldown: Any = None
+    ready: bool = True
+
+    def __init__(self) -> None:
+        self.notify: Callable[[str], None] = lambda _msg: None
+        self.progress: Callable[[str, str], None] = lambda _kind, _msg: None
+        self.on_local_error: Callable[[Any], None] = lambda _err: None
+
+    def pick(self) -> Any:
+        return self
+
+    def sides(self) -> tuple[Any, ...]:
+        return (self,)
+
+    def record(self, target: Any, error: Any) -> None:
+        return None
+
+    def idle_for_s(self) -> float:
+        return 0.0
+
+    def has_idle_connection(self) -> bool:
+        return True
+
+    def busy_connections(self) -> int | None:
+        return None

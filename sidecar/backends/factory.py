@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..config import Settings
-from .local_engine import LocalEngineBackend, ManagedEngine
+from .local_engine import LocalEngineBackend
+from .managed_engine import ManagedEngine
 from .openai_compat import OpenAICompatBackend
 from .router import RouterBackend
 
@@ -23,7 +24,9 @@ def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | No
 
 def build_cloud(settings: Settings) -> OpenAICompatBackend:
     """SiliconFlow (``.cn`` host unless ``siliconflow_region = "com"`` or ``base_url`` is
-    set; key as a Bearer token) or any OpenAI-compatible server at ``base_url``."""
+    set; key as a Bearer token) or any OpenAI-compatible server at ``base_url`` (the
+    choice: ``Settings.cloud_provider``). ``headers`` and ``user`` go with every request;
+    proxy variables are honoured with ``trust_env`` (not for a loopback URL)."""
     provider = settings.cloud_provider
     base_url = settings.resolved_base_url
     if provider is None or not base_url:
@@ -38,14 +41,20 @@ def build_cloud(settings: Settings) -> OpenAICompatBackend:
         connect_timeout_ms=settings.connect_timeout_ms,
         read_timeout_ms=settings.request_timeout_ms,
         http2=settings.http2,
+        headers=dict(settings.headers),
+        user=settings.user,
+        trust_env=settings.trust_env,
     )
 
 
 def build_local(settings: Settings) -> Any:
     """The local side: the managed llama-cpp-python engine (the shipped SmolLM2 GGUF by
     default), or an external engine at ``local_url``: llama.cpp's ``llama-server``,
-    Ollama, or any OpenAI-compatible server (vLLM, SGLang, LM Studio). No API key is ever
-    sent to a local engine."""
+    Ollama, or any OpenAI-compatible server (vLLM, SGLang, LM Studio). An external engine
+    gets only its own key (``local_api_key``, as a Bearer token) and ``local_headers``,
+    never the cloud's ``api_key`` or ``headers``; the managed engine gets neither. Proxy
+    variables apply to an external engine only when ``trust_env`` is on and its URL is not
+    loopback."""
     engine = settings.local_engine
     if engine == "managed":
         managed = ManagedEngine(
@@ -53,6 +62,7 @@ def build_local(settings: Settings) -> Any:
             n_ctx=settings.local_n_ctx,
             n_gpu_layers=settings.local_n_gpu_layers,
             threads=settings.local_threads,
+            secrets=(settings.api_key,),
         )
         return LocalEngineBackend(
             managed,
@@ -63,7 +73,9 @@ def build_local(settings: Settings) -> Any:
     assert url, "validated in config.build"
     model = settings.local_model or "default"
     common = dict(kind="local", base_url=url, model=model,
-                  connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms)
+                  connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms,
+                  api_key=settings.local_api_key, headers=dict(settings.local_headers), user=settings.user,
+                  trust_env=settings.trust_env)
     ready_s = settings.cold_start_timeout_ms / 1000
     if engine == "llama-server":
         from .llama_server import LlamaServerBackend

@@ -14,7 +14,7 @@ Follows Ollama's API reference (docs/api.md, "Generate a completion"):
   pulled, and the same object as a line when generation fails mid-stream.
 - ``GET /api/version`` answers as soon as the server is up; a model loads on its first
   request (an empty prompt only loads it), so :meth:`OllamaBackend.ensure_ready` loads it.
-- Closing the connection stops generation (DESIGN.md §3).
+- Closing the connection stops generation (docs/architecture.md, "Facts we checked").
 """
 
 from __future__ import annotations
@@ -26,47 +26,14 @@ from typing import Any, AsyncIterator
 
 import httpx2 as httpx
 
-from ..completion import prompt
-from ..completion.context import CompletionContext
-from .base import StreamInfo, UpstreamRequest
+from .base import StreamInfo, UpstreamRequest, parse_json_object
 from .errors import BAD_REQUEST, CONNECTION, ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, UNKNOWN, BackendError, classify
-from .llama_server import ExternalEngineBackend, _message_of, iter_lines, parse_json_object
+from .external import ExternalEngineBackend, iter_lines, message_of
 
 log = logging.getLogger(__name__)
 
+#: How long Ollama keeps the model in memory after a request (an Ollama duration).
 DEFAULT_KEEP_ALIVE = "30m"
-
-
-def generate_request(
-    ctx: CompletionContext,
-    *,
-    model: str,
-    fim: bool,
-    max_tokens: int,
-    temperature: float,
-    keep_alive: str = DEFAULT_KEEP_ALIVE,
-) -> UpstreamRequest:
-    """The ``/api/generate`` request for ``ctx``.
-
-    ``fim=True`` (a model with a FIM template, e.g. ``qwen2.5-coder``): ``prompt`` is the
-    prefix and ``suffix`` the text after the cursor; Ollama renders the template;
-    strategy ``"suffix"``. ``fim=False``: ``raw: true`` and the prefix alone, a plain
-    continuation; strategy ``"prefix"``. ``max_tokens`` becomes ``options.num_predict``
-    (tokens); ``stop`` comes from :func:`prompt.stop_sequences`; ``keep_alive`` is an
-    Ollama duration (``"30m"``, ``"-1"`` forever). ``model`` is recorded in the body too;
-    the backend sets ``model`` and ``stream`` when sending.
-    """
-    body: dict[str, Any] = {"model": model, "prompt": ctx.prefix}
-    if fim:
-        body["suffix"] = ctx.suffix
-    body["raw"] = not fim
-    body["options"] = {
-        "num_predict": max_tokens,
-        "temperature": temperature,
-        "stop": prompt.stop_sequences(ctx),
-    }
-    body["keep_alive"] = keep_alive
-    return UpstreamRequest(endpoint="api/generate", body=body, strategy="suffix" if fim else "prefix")
 
 
 class OllamaBackend(ExternalEngineBackend):
@@ -111,7 +78,7 @@ class OllamaBackend(ExternalEngineBackend):
             raise BackendError(ENGINE, f"{self.name} failed while loading '{self.model}': {exc}") from None
         self.last_activity = time.perf_counter()
         if r.status_code >= 400:
-            raise self._named(classify(r.status_code, raw, backend=self.name, model=self.model))
+            raise self._named(classify(r.status_code, raw, backend=self.name, model=self.model, headers=r.headers))
         log.info("%s loaded %s in %.1f s", self.name, self.model, time.perf_counter() - t0)
 
     async def list_models(self) -> list[str]:
@@ -129,22 +96,12 @@ class OllamaBackend(ExternalEngineBackend):
             raise BackendError(UNKNOWN, f"{self.base_url}/api/tags answered HTTP {r.status_code} without a model list", r.status_code)
         return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
 
-    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
-        """Like :meth:`OpenAICompatBackend.stream`, with Ollama's errors named: 404 for a
-        model not pulled raises BackendError(MODEL_NOT_FOUND) whose message gives the
-        ``ollama pull`` command; 400 "does not support insert" (a ``suffix`` for a model
-        without a FIM template) raises FIM_UNSUPPORTED; other 404s (a wrong URL) raise
-        BAD_REQUEST; 500 raises ENGINE."""
-        agen = super().stream(req, info)
-        try:
-            async for delta in agen:
-                yield delta
-        except BackendError as err:
-            raise self._named(err, req) from None
-        finally:
-            await agen.aclose()
-
     def _named(self, err: BackendError, req: UpstreamRequest | None = None) -> BackendError:
+        """Ollama's errors named: 404 for a model not pulled raises
+        BackendError(MODEL_NOT_FOUND) whose message gives the ``ollama pull`` command;
+        400 "does not support insert" (a ``suffix`` for a model without a FIM template)
+        raises FIM_UNSUPPORTED; other 404s (a wrong URL) raise BAD_REQUEST; 500 raises
+        ENGINE."""
         if not err.status:
             return err
         detail = err.detail
@@ -207,7 +164,7 @@ class OllamaBackend(ExternalEngineBackend):
                 if obj is None:
                     continue
                 if "error" in obj:
-                    raise BackendError(ENGINE, f"{self.name} failed mid-stream: {_message_of(line)}")
+                    raise BackendError(ENGINE, f"{self.name} failed mid-stream: {message_of(line)}")
                 info.events += 1
                 text = obj.get("response")
                 if isinstance(text, str) and text:
@@ -239,4 +196,4 @@ class OllamaBackend(ExternalEngineBackend):
         info.usage = usage
 
 
-__all__ = ["DEFAULT_KEEP_ALIVE", "OllamaBackend", "generate_request"]
+__all__ = ["DEFAULT_KEEP_ALIVE", "OllamaBackend"]

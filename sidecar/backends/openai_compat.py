@@ -1,41 +1,61 @@
 """Streaming client for OpenAI-compatible completion APIs (SiliconFlow, vLLM, SGLang,
 llama-cpp-python, LM Studio) over one httpx keep-alive pool.
 
-Facts it relies on (DESIGN.md §3):
+Facts it relies on (docs/architecture.md, "Facts we checked"):
 - HTTP/1.1 by default: closing a response closes its socket, and the engine stops
   generating. Over HTTP/2 httpx does not reset the stream, so the server keeps billing.
 - httpx timeouts are per phase; the caller wraps each request in an overall deadline.
-- SSE is parsed with httpx2's ``EventSource`` (derived from httpx-sse: lines split on
-  CR/LF only, unlike ``aiter_lines``, and an event size limit).
-  Events are ``data: {json}`` with text in ``choices[0].text`` (chat:
-  ``choices[0].delta.content``), a final ``data: [DONE]``; chunks with empty
-  ``choices`` and ``:`` comment lines are skipped; a malformed event is counted and skipped.
+- Each streamed body is read into text deltas by ``openai_events.py`` (SSE, the
+  OpenAI event shapes, JSON bodies and errors).
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
 import logging
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Mapping
+from urllib.parse import urlsplit
 
 import httpx2 as httpx
-from httpx2 import EventSource, SSEError
 
-from .base import StreamInfo, UpstreamRequest
-from .errors import CONNECTION, TIMEOUT, UNKNOWN, BackendError, classify
+from .base import BackendBase, StreamInfo, UpstreamRequest
+from .errors import CONNECTION, TIMEOUT, BackendError, classify
+from .openai_events import _OpenAIEvents
+from .ratelimit import CoolDown
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_EXPIRY_S = 60.0
 
+#: Endpoints whose bodies follow OpenAI's completions API (they take ``user``).
+_OPENAI_ENDPOINTS = ("completions", "chat/completions", "v1/completions", "v1/chat/completions")
 
-class OpenAICompatBackend:
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is this machine: ``localhost`` (and ``*.localhost``, RFC
+    6761 §6.3), 127.0.0.0/8 or ``::1``. Such URLs never go through a proxy."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class OpenAICompatBackend(_OpenAIEvents, BackendBase):
     """A backend at ``base_url`` (ending in ``/v1``) speaking OpenAI's streaming API.
 
-    ``api_key`` goes only into the Authorization header of requests to ``base_url``.
-    Timeouts are in milliseconds. One ``httpx.AsyncClient`` (and so one connection pool)
-    lives as long as this object.
+    ``api_key`` goes only into the Authorization header (``Bearer``) of requests to
+    ``base_url`` (redirects are not followed, so it never reaches another host).
+    ``headers`` are sent with every request (after the built-in ones, before
+    Authorization). ``user`` (an end-user id) is added to OpenAI-shaped request bodies.
+    ``trust_env`` lets httpx read ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``/``NO_PROXY``
+    and ``SSL_CERT_FILE``; it is ignored (off) for a loopback ``base_url``, which never
+    goes through a proxy. Timeouts are in milliseconds. One ``httpx.AsyncClient`` (and so
+    one connection pool) lives as long as this object; ``cooldown`` is its
+    :class:`~.ratelimit.CoolDown` (429/503 handling, used by the completion service).
     """
 
     def __init__(
@@ -49,19 +69,27 @@ class OpenAICompatBackend:
         connect_timeout_ms: int = 3000,
         read_timeout_ms: int = 30000,
         http2: bool = False,
+        headers: Mapping[str, str] | None = None,
+        user: str | None = None,
+        trust_env: bool = False,
     ) -> None:
+        super().__init__()
         self.name = name
         self.kind = kind
         # The request shape: subclasses for other engine APIs set ``api`` on the class.
         self.api = getattr(type(self), "api", None) or ("siliconflow" if kind == "siliconflow" else "openai")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        headers = {"User-Agent": "sidecar/0.1"}
+        self.user = user or None
+        self.cooldown = CoolDown()
+        sent = {"User-Agent": "sidecar/0.1"}
+        sent.update(headers or {})
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+            sent["Authorization"] = f"Bearer {api_key}"
+        self.trust_env = bool(trust_env) and not is_loopback_url(self.base_url)
         self._client = httpx.AsyncClient(
             base_url=self.base_url + "/",
-            headers=headers,
+            headers=sent,
             http1=True,
             http2=http2,
             timeout=httpx.Timeout(
@@ -71,7 +99,8 @@ class OpenAICompatBackend:
                 pool=connect_timeout_ms / 1000,
             ),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8, keepalive_expiry=KEEPALIVE_EXPIRY_S),
-            trust_env=False,
+            trust_env=self.trust_env,
+            follow_redirects=False,
         )
         self.last_activity = 0.0  # perf_counter seconds of the last byte exchanged
 
@@ -132,21 +161,31 @@ class OpenAICompatBackend:
         body = dict(req.body)
         body["model"] = self.model
         body["stream"] = True
+        if self.user and req.endpoint in _OPENAI_ENDPOINTS:
+            body.setdefault("user", self.user)
         chat = req.endpoint.startswith("chat")
         info.sent_at = time.perf_counter()
+        extra = {}
+        if req.read_timeout_s is not None:
+            t = self._client.timeout
+            extra["timeout"] = httpx.Timeout(connect=t.connect, read=req.read_timeout_s, write=t.write, pool=t.pool)
         try:
             async with self._client.stream(
                 "POST",
                 req.endpoint,
                 json=body,
                 headers={"Accept": "text/event-stream", "Cache-Control": "no-store"},
+                **extra,
             ) as resp:
                 info.headers_at = time.perf_counter()
                 self.last_activity = info.headers_at
+                if info.on_headers is not None:
+                    info.on_headers()
                 info.trace_id = resp.headers.get("x-siliconcloud-trace-id") or resp.headers.get("x-request-id")
                 if resp.status_code >= 400:
                     raw = await resp.aread()
-                    raise classify(resp.status_code, raw, backend=self.name, model=self.model, used_suffix=req.used_suffix)
+                    raise classify(resp.status_code, raw, backend=self.name, model=self.model,
+                                   used_suffix=req.used_suffix, headers=resp.headers)
                 async for delta in self._deltas(resp, info, chat):
                     yield delta
         except BackendError:
@@ -164,95 +203,3 @@ class OpenAICompatBackend:
         finally:
             info.ended_at = time.perf_counter()
             self.last_activity = info.ended_at
-
-    async def _deltas(self, resp: httpx.Response, info: StreamInfo, chat: bool) -> AsyncIterator[str]:
-        ctype = resp.headers.get("content-type", "")
-        if "text/event-stream" not in ctype:
-            # Some servers answer a streaming request with one JSON body; anything else
-            # (an HTML page from a proxy or a wrong base URL) is an error worth naming.
-            raw = await resp.aread()
-            obj = _loads(raw, info) if "json" in ctype or raw[:1] in (b"{", b"[") else None
-            if obj is None:
-                kind = ctype.split(";")[0] or "no content type"
-                raise BackendError(
-                    UNKNOWN,
-                    f"{self.name} answered with {kind}, not an event stream; is {self.base_url} an "
-                    f"OpenAI-compatible API base URL (ending in /v1)?",
-                    resp.status_code,
-                )
-            if "error" in obj:
-                raise BackendError(UNKNOWN, f"{self.name} reported an error: {_error_text(obj['error'])}", resp.status_code)
-            text = _text_of(obj, chat, final=True)
-            if text:
-                info.first_token_at = time.perf_counter()
-                info.events += 1
-                yield text
-            return
-        done = False
-        try:
-            async for sse in EventSource(resp):
-                data = sse.data
-                if done or not data:
-                    continue  # read to the end so the connection goes back to the pool
-                if data.strip() == "[DONE]":
-                    done = True
-                    continue
-                obj = _loads(data.encode(), info)
-                if obj is None:
-                    continue
-                if "error" in obj:
-                    raise BackendError(UNKNOWN, f"{self.name} reported an error mid-stream: {_error_text(obj['error'])}")
-                info.events += 1
-                choices = obj.get("choices")
-                if isinstance(obj.get("usage"), dict):
-                    info.usage = obj["usage"]
-                if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                    if choices:
-                        info.malformed_events += 1
-                    continue
-                choice = choices[0]
-                if choice.get("finish_reason"):
-                    info.finish_reason = choice["finish_reason"]
-                text = _text_of(obj, chat, final=False)
-                if text:
-                    if not info.first_token_at:
-                        info.first_token_at = time.perf_counter()
-                    yield text
-        except SSEError as exc:  # an oversized event; the content type was checked above
-            raise BackendError(UNKNOWN, f"{self.name} sent an invalid event stream: {exc}") from None
-        if not done:  # the connection ended without [DONE]
-            info.truncated = True
-
-
-def _error_text(err: object) -> str:
-    if isinstance(err, dict):
-        return str(err.get("message") or err)[:300]
-    return str(err)[:300]
-
-
-def _loads(raw: bytes, info: StreamInfo) -> dict | None:
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        info.malformed_events += 1
-        log.warning("skipped a malformed stream event (%d bytes)", len(raw))
-        return None
-    if not isinstance(obj, dict):
-        info.malformed_events += 1
-        return None
-    return obj
-
-
-def _text_of(obj: dict | None, chat: bool, final: bool) -> str:
-    if not obj:
-        return ""
-    choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return ""
-    c = choices[0]
-    if chat:
-        part = c.get("message") if final else c.get("delta")
-        val = (part or {}).get("content") if isinstance(part, dict) else None
-    else:
-        val = c.get("text")
-    return val if isinstance(val, str) else ""

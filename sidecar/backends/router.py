@@ -16,6 +16,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from .base import BackendBase
 from .errors import CONNECTION, ENGINE, OVERLOADED, TIMEOUT, BackendError
 
 log = logging.getLogger(__name__)
@@ -26,11 +27,12 @@ COOLDOWN_S = 30.0
 MAX_COOLDOWN_S = 300.0
 
 
-class RouterBackend:
+class RouterBackend(BackendBase):
     """Routes each stream to ``local`` or ``cloud``; see the module doc."""
 
     def __init__(self, local: Any, cloud: Any, on_switch: Callable[[str, str], None] | None = None,
                  cooldown_s: float = COOLDOWN_S) -> None:
+        super().__init__()
         self.local = local
         self.cloud = cloud
         self._on_switch = on_switch or (lambda _side, _why: None)
@@ -41,6 +43,8 @@ class RouterBackend:
         self._local_ready = False
         self._side = "cloud"
         self._ready_task: asyncio.Task[None] | None = None
+        #: Told about each failed start of the local side (the service reports it):
+        #: ``on_local_error`` (from BackendBase).
 
     # The attributes other code reads describe the side in use now.
     @property
@@ -61,16 +65,40 @@ class RouterBackend:
 
     @property
     def api(self) -> str:
-        return getattr(self.current, "api", self.current.kind)
+        return self.current.api or self.current.kind
 
     @property
     def engine(self) -> Any:
-        return getattr(self.local, "engine", None)
+        return self.local.engine
+
+    @property
+    def base_url(self) -> str:
+        return self.current.base_url
+
+    @property
+    def cooldown(self) -> Any:
+        return self.current.cooldown
+
+    @property
+    def ready(self) -> bool:
+        return self.current.ready
+
+    def sides(self) -> tuple[Any, ...]:
+        return (self, self.local, self.cloud)
+
+    def idle_for_s(self) -> float:
+        return self.current.idle_for_s()
+
+    def has_idle_connection(self) -> bool:
+        return self.current.has_idle_connection()
+
+    def busy_connections(self) -> int | None:
+        return self.current.busy_connections()
 
     def pick(self) -> Any:
         """The backend for the next stream."""
         now = time.monotonic()
-        alive = getattr(self.local, "ready", True)  # a managed engine knows if its process lives
+        alive = self.local.ready  # a managed engine knows if its process lives
         if self._local_ready and not alive and (self._ready_task is None or self._ready_task.done()):
             self._local_ready = False  # it died: bring it back in the background, use the cloud
             self._ready_task = asyncio.ensure_future(self._watch_local())
@@ -100,11 +128,23 @@ class RouterBackend:
             self.pick()
 
     async def _watch_local(self) -> None:
-        try:
-            await self.local.ensure_ready()
-        except BackendError as err:
-            log.warning("auto mode: local engine not available: %s", err.message)
-            return
+        """Bring the local side up in the background. A failed start is reported through
+        ``on_local_error`` (a permanent one as a message the user must act on, a transient
+        one as a notice) and tried again after the cooldown (30 s, doubling up to 5 min)
+        until it works or fails permanently; meanwhile requests go to the cloud."""
+        delay = self._base_cooldown
+        while True:
+            try:
+                await self.local.ensure_ready()
+            except BackendError as err:
+                log.warning("auto mode: local engine not available: %s", err.message)
+                self.on_local_error(err)
+                if err.permanent:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(MAX_COOLDOWN_S, delay * 2)
+                continue
+            break
         self._local_ready = True
         self.pick()
 
@@ -120,10 +160,6 @@ class RouterBackend:
 
     def stream(self, req, info):  # pragma: no cover - the service streams on pick()
         return self.pick().stream(req, info)
-
-    def __getattr__(self, item: str) -> Any:
-        # idle_for_s, has_idle_connection, busy_connections, ... of the side in use
-        return getattr(self.pick(), item)
 
     async def aclose(self) -> None:
         if self._ready_task is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tokens
+from .crossfile import Snippet
 
 # Documents past this size are still served, but only the windows around the cursor are
 # ever read; a NUL in the windows marks a binary file, which gets no completion.
@@ -31,6 +32,12 @@ class CompletionContext:
     line_suffix: str
     language: str
     eol: str
+    #: Other open documents' snippets for the prompt (``crossfile/``); ``path`` is this
+    #: document's workspace-relative path and ``repo`` the workspace's name (both only
+    #: used with snippets).
+    snippets: tuple[Snippet, ...] = ()
+    path: str = ""
+    repo: str = ""
 
     @property
     def mid_line(self) -> bool:

@@ -23,7 +23,9 @@ waits 0. Before the sidecar has seen any keystrokes, the cadence is assumed to b
 
 from __future__ import annotations
 
+import asyncio
 import statistics
+import time
 from collections import deque
 
 DEFAULT_INTERVAL_MS = 150.0
@@ -76,3 +78,16 @@ def debounce_ms(*, invoked: bool, cadence_ms: float, line_prefix: str, line_suff
     if ttft_ms:
         wait = max(wait, 0.25 * ttft_ms * f)
     return max(floor_ms, min(ceiling_ms, wait))
+
+
+async def superseded_within(req, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` seconds (the debounce) for ``req.superseded``; True when
+    a newer request came. The wait is added to ``req.waited_s``."""
+    t = time.perf_counter()
+    try:
+        await asyncio.wait_for(req.superseded.wait(), timeout_s)
+    except TimeoutError:
+        return False
+    finally:
+        req.waited_s += time.perf_counter() - t
+    return True

@@ -45,6 +45,10 @@ class InflightStream:
         self.failed = False
         self.outcome: str | None = None  # complete | partial | error | aborted | cached
         self.used = False  # a prefetch that answered a request
+        # A stream started while the backend was cold (no byte from it since it started or
+        # came back): it is loading the model, so it is not closed when the request that
+        # started it moves on; it runs to its end (bounded by the cold-start deadline).
+        self.loader = False
         self._waiters: list[asyncio.Future[None]] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -67,12 +71,25 @@ class InflightStream:
             return True
         return not self.done and typed.startswith(produced)
 
-    def remainder(self, typed: str, ctx: CompletionContext) -> str:
-        """The cleaned suggestion that is left after ``typed``, for a request at ``ctx``."""
+    def remainder(self, typed: str, ctx: CompletionContext, *, finished_lines_only: bool = False) -> str:
+        """The cleaned suggestion that is left after ``typed``, for a request at ``ctx``.
+        A stream that started where several lines were allowed keeps them while the user
+        types through its first line (the request's own context would allow one).
+
+        ``finished_lines_only``: while the stream runs, only the lines the model has
+        ended with a line break (leading line breaks aside); "" while the first line is
+        still being written. For a client that gets no updates: never a stub."""
         produced = self.text
         if not produced.startswith(typed):
             return ""
-        return clean(produced[len(typed):], ctx)
+        rest = produced[len(typed):]
+        if finished_lines_only and not (self.done or self.filter.done):
+            body = rest.lstrip("\n")
+            cut = body.rfind("\n")
+            if cut < 0:
+                return ""
+            rest = rest[: len(rest) - len(body) + cut]
+        return clean(rest, ctx, multiline=True if self.ctx.multiline else None)
 
     # ------------------------------------------------------------------ task
     def run(self, pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[str]],
@@ -85,17 +102,26 @@ class InflightStream:
                 self.outcome = await pump(self.filter, self._on_delta)
                 self.failed = self.outcome == "error"
             finally:
-                self.done = True
-                if self.outcome is None:
-                    self.outcome = "aborted"
-                self._wake()
-                if on_end is not None:
-                    try:
-                        on_end(self)
-                    except Exception:  # noqa: BLE001 - a cache problem must not break a stream
-                        log.exception("stream end hook failed")
+                self._finish(on_end)
 
         self.task = asyncio.ensure_future(body())
+        # A task cancelled before its first step never runs ``body`` (nor its
+        # ``finally``): end the stream from the task's done callback as well.
+        self.task.add_done_callback(lambda _t: self._finish(on_end))
+
+    def _finish(self, on_end: Callable[[InflightStream], None] | None) -> None:
+        """Mark the stream over, wake its waiters and run ``on_end`` (once)."""
+        if self.done:
+            return
+        self.done = True
+        if self.outcome is None:
+            self.outcome = "aborted"
+        self._wake()
+        if on_end is not None:
+            try:
+                on_end(self)
+            except Exception:  # noqa: BLE001 - a cache problem must not break a stream
+                log.exception("stream end hook failed")
 
     def _on_delta(self) -> None:
         if not self.first_text_at and self.filter.raw:
@@ -117,10 +143,39 @@ class InflightStream:
             self._waiters.append(fut)
         return fut
 
-    def close(self) -> bool:
-        """Abort the stream if it is still running. Returns True when it was."""
+    def close(self, *, force: bool = False) -> bool:
+        """Abort the stream if it is still running. Returns True when it was.
+
+        A ``loader`` stream is only closed with ``force`` (a backend switch, shutdown):
+        closing it before its first text would make the engine drop the model load it is
+        waiting for."""
         if self.done or self.task is None or self.task.done():
+            return False
+        if self.loader and not self.first_text_at and not force:
             return False
         self.aborted = True
         self.task.cancel()
         return True
+
+    def diagnostics(self) -> dict[str, object]:
+        """Age (s), loader, characters so far, first text seen, and where the task waits."""
+        return {"age_s": round(time.perf_counter() - self.started_at, 3), "loader": self.loader,
+                "chars": len(self.text), "first_text": bool(self.first_text_at), "waiting_in": self.waiting_in()}
+
+    def waiting_in(self) -> str:
+        """Where this running stream's task is waiting (its innermost awaited coroutine frame,
+        following ``cr_await``), for the ``sidecar.stats`` diagnostics of a stream that
+        does not end."""
+        task = self.task
+        if task is None or task.done():
+            return ""
+        coro, where = task.get_coro(), ""
+        for _ in range(64):
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is None:
+                break
+            where = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+            if coro is None:
+                break
+        return where

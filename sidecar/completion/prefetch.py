@@ -20,13 +20,28 @@ Budget, in order of precedence:
 - it is cancelled as soon as a request shows the user diverged from the speculated text;
 - it respects a rolling per-minute token budget (``prefetch_tokens_per_min``; by default
   6,000 for cloud backends, about four full prompts, and 200,000 for a local engine),
-  reserving the prompt's estimated tokens (cl100k) plus ``max_tokens`` before it starts.
+  reserving the prompt's estimated tokens (cl100k) plus ``max_tokens`` before it starts;
+- it pauses while the backend is rate-limited (``prefetch.skipped_limited``) or busy
+  (``prefetch.skipped_load``, ``load.py``).
+
+:class:`Prefetcher` does this for the scheduler; the scheduler adopts a prefetch that
+came true (``doc.prefetch``). See docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import tokens
+from .inflight import InflightStream
+from .request import Answer
+
+if TYPE_CHECKING:
+    from .context import CompletionContext
+    from .postprocess import StreamFilter
+    from .slots import StreamSlots
 
 CLOUD_TOKENS_PER_MIN = 6_000
 LOCAL_TOKENS_PER_MIN = 200_000
@@ -62,3 +77,125 @@ def next_line_indent(line: str) -> str:
         unit = "\t" if indent.startswith("\t") else "    "
         indent += unit
     return indent
+
+
+class Prefetcher:
+    """Speculative prefetch for the scheduler's documents (see the module doc).
+
+    ``docs`` is the scheduler's per-document state (``doc.prefetch`` is each document's
+    prefetch); ``upstream`` the scheduler's :class:`~.scheduler.Upstream`; ``slots`` the
+    stream slots it shares with user streams; ``on_end(stream)`` stores a finished
+    stream's text in the cache."""
+
+    def __init__(self, upstream: Any, docs: dict[str, Any], slots: StreamSlots, metrics: Any, cache: Any,
+                 on_end: Callable[[InflightStream], None]) -> None:
+        self.up = upstream
+        self._docs = docs
+        self.slots = slots
+        self.metrics = metrics
+        self._cache = cache
+        self._on_end = on_end
+        self._budget: TokenBudget | None = None
+
+    def adopt(self, doc: Any, req: Any) -> Any:
+        """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
+        a finished one answers at once (an ``Answer`` from ``prefetch``); a running one
+        becomes the document's user stream (``doc.stream``), which the request then
+        joins. A prefetch the user went away from is dropped. Returns the answer or None."""
+        p = doc.prefetch
+        if p is None:
+            return None
+        typed = p.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+        if typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done):
+            if not p.used:
+                p.used = True
+                self.metrics.count("prefetch.used")
+            if p.done:
+                rem = p.remainder(typed, req.ctx)
+                if rem:
+                    return Answer(rem, "prefetch", p, typed)
+            else:  # the speculation came true while it streams: it becomes the user stream
+                doc.prefetch = None
+                if doc.stream is not None and doc.stream.close():
+                    self.metrics.count("sched.streams_aborted")
+                doc.stream = p
+        elif not (p.doc_suffix == req.doc_suffix and p.doc_prefix.startswith(req.doc_prefix)):
+            self.drop(doc, "diverged")  # the user went another way
+        return None
+
+    def speculate(self, uri: str, doc_prefix: str, doc_suffix: str, language: str, why: str) -> None:
+        """Start a prefetch at the speculated document text, if the budget allows."""
+        st = self.up.settings
+        doc = self._docs.get(uri)
+        if doc is None or not st.prefetch_enabled:
+            return
+        if self.up.backend_limited():
+            self.metrics.count("prefetch.skipped_limited")  # the user's own requests first
+            return
+        if self.up.backend_busy():
+            self.metrics.count("prefetch.skipped_load")  # a shared engine under load (load.py)
+            return
+        p = doc.prefetch
+        if p is not None:
+            typed = p.typed_since_anchor(doc_prefix, doc_suffix)
+            if typed == "" or (typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done)):
+                return  # the running or finished prefetch already covers (or tried) this
+        live = sum(1 for d in self._docs.values() if d.prefetch is not None and not d.prefetch.done and d is not doc)
+        if live >= st.prefetch_max_concurrent or (
+            self.slots.active_user + live >= st.max_concurrent_streams - 1
+        ):
+            self.metrics.count("prefetch.skipped_busy")
+            return
+        ctx = self.up.make_context(doc_prefix, doc_suffix, language)
+        if ctx is None:
+            return
+        estimate = tokens.count(ctx.prefix) + tokens.count(ctx.suffix) + st.max_tokens
+        if not self.budget().try_reserve(estimate):
+            self.metrics.count("prefetch.skipped_budget")
+            return
+        self.drop(doc, "replaced")
+        s = InflightStream(uri, ctx, doc_prefix, doc_suffix)
+        doc.prefetch = s
+        self.metrics.count("prefetch.issued")
+        self.metrics.count(f"prefetch.issued.{why}")
+        self.metrics.count("prefetch.tokens_reserved", estimate)
+        s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta), self._ended)
+
+    def budget(self) -> TokenBudget:
+        """The rolling token budget for the backend kind the next stream goes to."""
+        st = self.up.settings
+        per_min = st.prefetch_tokens_per_min or (LOCAL_TOKENS_PER_MIN if self.up.local_backend() else CLOUD_TOKENS_PER_MIN)
+        if self._budget is None or self._budget.per_min != per_min:
+            self._budget = TokenBudget(per_min)
+        return self._budget
+
+    async def _run(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> str:
+        if self._cache is not None:
+            hit = await self._cache.lookup(self.up.cache_key(ctx))
+            if hit is not None and hit.typed == 0:
+                self.metrics.count("prefetch.skipped_cached")
+                return "cached"
+        async with self.slots.prefetch():
+            return await self.up.pump(ctx, filt, on_delta)
+
+    def _ended(self, s: InflightStream) -> None:
+        if s.outcome != "cached":
+            self.metrics.count("prefetch.tokens_generated", tokens.count(s.filter.raw) if s.filter.raw else 0)
+        self._on_end(s)
+
+    def drop(self, doc: Any, why: str) -> None:
+        """Close ``doc``'s prefetch (if any) and count why (``prefetch.cancelled.<why>``)."""
+        p, doc.prefetch = doc.prefetch, None
+        if p is None:
+            return
+        if p.close():
+            self.metrics.count("prefetch.cancelled")
+            self.metrics.count(f"prefetch.cancelled.{why}")
+        if not p.used and p.outcome != "cached":
+            self.metrics.count("prefetch.wasted")
+
+    def cancel_all(self) -> None:
+        """Close every running prefetch: a user stream needs the slot."""
+        for d in self._docs.values():
+            if d.prefetch is not None and not d.prefetch.done:
+                self.drop(d, "user_priority")

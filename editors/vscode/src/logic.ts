@@ -172,6 +172,12 @@ export interface RetriggerOptions {
     cursor: () => CursorPlace | undefined;
     /** Re-asks the editor for inline suggestions (`editor.action.inlineSuggest.trigger`). */
     trigger: () => void;
+    /**
+     * Re-trigger only when an update brings a line the editor does not show yet (or is
+     * the last one). In VS Code each re-trigger must hide the suggestion first, which
+     * blanks the ghost text for a frame or two; growth within a line is not worth that.
+     */
+    newLinesOnly?: boolean;
     now?: () => number;
     setTimer?: (fn: () => void, ms: number) => unknown;
     clearTimer?: (handle: unknown) => void;
@@ -205,6 +211,7 @@ export class Retrigger {
     private readonly clearTimer: (handle: unknown) => void;
     private key = '';
     private known = new Set<string>();
+    private knownLines = 0;
     private dismissed = false;
     private pending: UpdateParams | undefined;
     private timer: unknown;
@@ -223,6 +230,7 @@ export class Retrigger {
         if (key !== this.key) {
             this.key = key;
             this.known = new Set();
+            this.knownLines = 0;
             this.dismissed = false;
         }
     }
@@ -236,7 +244,12 @@ export class Retrigger {
     /** The editor got `text` as the answer of an inline completion request at this place. */
     noteAnswer(uri: string, version: number, position: LspPosition, text: string): void {
         this.at(uri, version, position);
-        if (text) this.known.add(text);
+        if (text) this.remember(text);
+    }
+
+    private remember(text: string): void {
+        this.known.add(text);
+        this.knownLines = Math.max(this.knownLines, text.split('\n').length);
     }
 
     /** The user dismissed the suggestion (Escape): no re-trigger at this place any more. */
@@ -251,6 +264,7 @@ export class Retrigger {
         if (!text || !this.matches(p)) return;
         this.at(p.uri, p.version, p.position);
         if (this.dismissed || this.known.has(text)) return;
+        if (this.opts.newLinesOnly && !p.done && text.split('\n').length <= this.knownLines) return;
         this.pending = p;
         const wait = this.lastFire + this.opts.intervalMs - this.now();
         if (wait <= 0) {
@@ -270,7 +284,7 @@ export class Retrigger {
         this.at(p.uri, p.version, p.position);
         const text = insertTextOf(p.items[0]);
         if (this.dismissed || this.known.has(text)) return;
-        this.known.add(text);
+        this.remember(text);
         this.lastFire = this.now();
         this.fired++;
         this.opts.trigger();

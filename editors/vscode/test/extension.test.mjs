@@ -84,7 +84,7 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         const urlFile = join(tmp, 'sim-url');
         // The simulator requires the key: a completion proves that the key in secret
         // storage reached the server's environment.
-        simulator = spawn(PYTHON, ['-m', 'sidecar.simulator', '--port', '0', '--url-file', urlFile, '--api-key', KEY,
+        simulator = spawn(PYTHON, ['-m', 'sidecar.tools.simulator', '--port', '0', '--url-file', urlFile, '--api-key', KEY,
             '--ttft-ms', '30', '--tokens-per-s', '120', '--output', OUTPUT, '--log-level', 'WARNING'], { stdio: ['ignore', 'ignore', 'inherit'] });
         const url = await waitFor(() => {
             if (simulator.exitCode !== null) throw new Error('simulator exited');
@@ -94,7 +94,10 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         // The editor's environment: no key, a private config and cache.
         for (const k of Object.keys(process.env)) if (k.startsWith('SIDECAR_') || k.startsWith('SILICONFLOW_')) delete process.env[k];
         writeFileSync(join(tmp, 'none.toml'), '');
-        Object.assign(process.env, { SIDECAR_CONFIG: join(tmp, 'none.toml'), XDG_CACHE_HOME: join(tmp, 'cache'), XDG_STATE_HOME: join(tmp, 'state') });
+        // The simulator stands in for SiliconFlow at a loopback URL: say so (a URL that is not
+        // SiliconFlow's gets the OpenAI shape otherwise).
+        Object.assign(process.env, { SIDECAR_CONFIG: join(tmp, 'none.toml'), XDG_CACHE_HOME: join(tmp, 'cache'), XDG_STATE_HOME: join(tmp, 'state'),
+            SIDECAR_PROVIDER: 'siliconflow' });
 
         stub = create({
             settings: {
@@ -171,6 +174,11 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         await waitFor(() => answers.at(-1) === OUTPUT, STEP_MS, `the full suggestion (answers so far: ${JSON.stringify(answers)})`);
         const triggers = record.commandsRun.filter((c) => c === 'editor.action.inlineSuggest.trigger').length;
         assert.ok(triggers >= 1);
+        // Each re-trigger hides the current suggestion first (VS Code 1.100 would skip it).
+        const runs = record.commandsRun;
+        runs.forEach((c, i) => {
+            if (c === 'editor.action.inlineSuggest.trigger') assert.equal(runs[i - 1], 'editor.action.inlineSuggest.hide', JSON.stringify(runs));
+        });
         await sleep(300); // no loop: the final update carries the text the editor has
         assert.equal(record.commandsRun.filter((c) => c === 'editor.action.inlineSuggest.trigger').length, triggers);
         assert.ok(answers.every((a, i) => i === 0 || a.startsWith(answers[i - 1])), JSON.stringify(answers));

@@ -76,7 +76,7 @@ describe('status bar', () => {
 });
 
 describe('Retrigger', () => {
-    function harness() {
+    function harness(extra = {}) {
         let t = 0;
         const timers = [];
         const h = {
@@ -94,6 +94,7 @@ describe('Retrigger', () => {
             now: () => t,
             setTimer: (fn, ms) => { const tm = { fn, at: t + ms, done: false }; timers.push(tm); return tm; },
             clearTimer: (tm) => { tm.done = true; },
+            ...extra,
         });
         return h;
     }
@@ -113,6 +114,22 @@ describe('Retrigger', () => {
         h.advance(30);
         assert.deepEqual(h.triggers, [0, 50]);
         assert.equal(h.r.fired, 2);
+    });
+
+    test('with newLinesOnly: a trigger per new line and for the last update, not per token', () => {
+        const h = harness({ newLinesOnly: true });
+        h.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, 'x = 1');
+        h.r.onUpdate(upd('x = 1 +'));            // same line: no trigger (it would blank the ghost text)
+        h.advance(100);
+        assert.deepEqual(h.triggers, []);
+        h.r.onUpdate(upd('x = 1 + 2\ny'));       // a second line
+        h.advance(100);
+        h.r.onUpdate(upd('x = 1 + 2\ny = 3'));   // grows within it: no trigger
+        h.advance(100);
+        assert.deepEqual(h.triggers, [100]);
+        h.r.onUpdate(upd('x = 1 + 2\ny = 3', { done: true }));  // the end: the whole text
+        h.advance(100);
+        assert.equal(h.triggers.length, 2);
     });
 
     test('no trigger for a text the editor already has (no loop on the final update)', () => {

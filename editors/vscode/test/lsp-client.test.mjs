@@ -1,6 +1,6 @@
 // An independent LSP client for the sidecar: Microsoft's vscode-jsonrpc and
 // vscode-languageserver-protocol over stdio (no VS Code API), sending the capabilities
-// VS Code sends, against the simulated backend (python -m sidecar.simulator).
+// VS Code sends, against the simulated backend (python -m sidecar.tools.simulator).
 //
 // Server: $SIDECAR_PYTHON -m sidecar serve --stdio (default python3).
 // Run: npm test (node --test).
@@ -58,6 +58,8 @@ function kill(child) {
 /** What VS Code 1.9x sends, trimmed to what matters to an inline-completion server. */
 function vscodeCapabilities() {
     return {
+        // What the extension's static feature adds: it renders sidecar/inlineCompletionUpdate.
+        experimental: { sidecar: { inlineCompletionUpdate: true } },
         general: {
             positionEncodings: [PositionEncodingKind.UTF16],
             regularExpressions: { engine: 'ECMAScript', version: 'ES2020' },
@@ -100,7 +102,7 @@ describe('sidecar over stdio with a vscode-languageserver-protocol client', () =
         tmp = mkdtempSync(join(tmpdir(), 'sidecar-lsp-'));
         const urlFile = join(tmp, 'sim-url');
         simulator = spawn(PYTHON, [
-            '-m', 'sidecar.simulator', '--port', '0', '--url-file', urlFile,
+            '-m', 'sidecar.tools.simulator', '--port', '0', '--url-file', urlFile,
             '--ttft-ms', '30', '--tokens-per-s', '120', '--output', OUTPUT, '--log-level', 'WARNING',
         ], { stdio: ['ignore', 'ignore', 'pipe'] });
         let simErr = '';
@@ -118,6 +120,8 @@ describe('sidecar over stdio with a vscode-languageserver-protocol client', () =
         Object.assign(env, {
             SILICONFLOW_API_KEY: 'test',
             SIDECAR_BASE_URL: baseUrl,
+            // The simulator plays SiliconFlow on loopback, not a SiliconFlow host: name it.
+            SIDECAR_PROVIDER: 'siliconflow',
             SIDECAR_CONFIG: join(tmp, 'none.toml'),
             XDG_CACHE_HOME: join(tmp, 'cache'),
             XDG_STATE_HOME: join(tmp, 'state'),

@@ -43,25 +43,40 @@ class CompletionCache:
     ``ttl_s`` seconds for both.
     """
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> CompletionCache | None:
+        """The cache ``settings`` ask for (``cache_*`` settings), or None when it is off."""
+        if not settings.cache_enabled:
+            return None
+        return cls(settings.resolved_cache_path, max_entries=settings.cache_max_entries,
+                   max_bytes=settings.cache_max_bytes, ttl_s=settings.cache_ttl_s)
+
     def __init__(self, path: Path | str | None, *, max_entries: int, max_bytes: int, ttl_s: float) -> None:
         path = Path(path) if path is not None else None
         self.path = path
         self.memory = MemoryLRU(max(100, max_entries // 10), max(1 << 20, max_bytes // 10), ttl_s)
         self.store = SqliteStore(path, max_entries=max_entries, max_bytes=max_bytes, ttl_s=ttl_s) if path else None
         self._opening: asyncio.Future[bool] | None = None
+        self.closed = False
         self.hits: Counter[str] = Counter()
         self.misses = 0
         self.writes = 0
 
     async def open(self) -> None:
-        """Open the file (once; later calls wait for the first). Never raises."""
-        if self.store is None:
+        """Open the file (once; later calls wait for the first). Never raises; does
+        nothing after ``close()``."""
+        if self.store is None or (self.closed and self._opening is None):
             return
         if self._opening is None:
             self._opening = asyncio.ensure_future(self.store.open())
         await asyncio.shield(self._opening)
 
     async def close(self) -> None:
+        """Flush and close the file (bounded; see ``SqliteStore.close``). Idempotent; after
+        it, lookups, puts and stats keep working on the memory layer alone."""
+        if self.closed:
+            return
+        self.closed = True
         if self.store is not None:
             await self.store.close()
 

@@ -2,7 +2,8 @@
 
 A key covers the backend (kind and base URL), the model, the language, the prompt's
 prefix window and its suffix window (the exact text the model saw, line breaks
-normalized). It is not the whole document, so an edit outside the windows keeps entries
+normalized), and a digest of the other files' snippets the prompt carried, if any. It
+is not the whole document, so an edit outside the windows keeps entries
 valid; it is not the prefix alone, so a changed suffix or a deleted line above the
 cursor (inside the window) is a different key and misses.
 
@@ -31,12 +32,16 @@ class CacheKey:
     language: str
     prefix: str
     suffix: str
+    #: Whatever else the model sees (a digest of other files' snippets, crossfile/);
+    #: "" adds nothing, so keys without it hash as before.
+    extra: str = ""
 
     def digest(self, drop: int = 0) -> str:
         """Hex SHA-256 of the key with the last ``drop`` characters of the prefix removed."""
         prefix = self.prefix[: len(self.prefix) - drop] if drop else self.prefix
         h = hashlib.sha256()
-        for part in (self.backend, self.model, self.language, prefix, self.suffix):
+        parts = (self.backend, self.model, self.language, prefix, self.suffix) + ((self.extra,) if self.extra else ())
+        for part in parts:
             data = part.encode("utf-8", "surrogatepass")
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)

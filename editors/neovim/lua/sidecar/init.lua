@@ -214,7 +214,10 @@ local function setup_ghost(opts)
       cmd_env = opts.cmd_env,
       root_dir = root,
       workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-      init_options = opts.settings,
+      -- The ghost-text plugin renders sidecar/inlineCompletionUpdate: say so, and the
+      -- server answers early and streams the rest (the native path does not, and gets
+      -- complete lines only).
+      init_options = vim.tbl_extend("force", opts.settings or {}, { inlineCompletionUpdates = true }),
       handlers = handlers(ghost),
       flags = opts.flags,
       on_attach = function(client, b)

@@ -1,0 +1,94 @@
+"""Our launcher for the managed engine: llama-cpp-python's server with weights kept out of
+llama.cpp's "extra" buffer types.
+
+Run as ``python -m sidecar.backends.engine_launcher [llama_cpp.server arguments]``; it is
+the child process that :class:`sidecar.backends.managed_engine.ManagedEngine` starts.
+
+Why it exists (docs/architecture.md, "The embedded engine"): pip builds llama-cpp-python
+for the build machine's CPU. When that CPU advertises Intel AMX (``amx_tile``), ggml
+registers an AMX buffer type and, with the model parameter ``use_extra_bufts`` at its
+default (true), moves the weights into it. On virtual machines that advertise AMX but
+cannot run it, the first prompt longer than one token dies with SIGSEGV in
+``ggml_backend_amx_mul_mat`` (ggml-org/llama.cpp#20824, closed unfixed). Setting
+``use_extra_bufts = false`` keeps the weights in ordinary CPU (or GPU) buffers whatever
+the wheel was built with, so the crashing path is never taken. llama-cpp-python 0.3.36
+has the field in ``llama_model_params`` but its server has no option for it, so this
+launcher sets it by wrapping ``llama_model_default_params`` (the function both
+``Llama.__init__`` and its internals call to start their parameters) before the server
+imports the model. The cost: no weight repacking (CPU_REPACK/AMX), which for the shipped
+135M model is within noise (README, "Embedded engine figures").
+
+``SIDECAR_ENGINE_FAULT=segv_on_prompt`` makes the engine kill itself with SIGSEGV on the
+first evaluation of more than one token, the way the AMX crash looks from outside (a
+one-token warm-up passes). It exists for tests of the demo, doctor and restart policy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+FAULT_ENV = "SIDECAR_ENGINE_FAULT"
+
+
+def disable_extra_buffer_types() -> None:
+    """Make every ``llama_model_params`` that llama-cpp-python creates start with
+    ``use_extra_bufts = False``. Raises RuntimeError when the installed llama-cpp-python
+    has no such field (then the launcher refuses to start rather than risk the crash)."""
+    import llama_cpp.llama_cpp as lib
+
+    fields = {name for name, _ in lib.llama_model_params._fields_}
+    if "use_extra_bufts" not in fields:
+        raise RuntimeError(
+            "this llama-cpp-python has no llama_model_params.use_extra_bufts; install llama-cpp-python==0.3.36"
+        )
+    original = lib.llama_model_default_params
+    if getattr(original, "_sidecar_safe", False):
+        return
+
+    def safe_default_params():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    safe_default_params._sidecar_safe = True  # type: ignore[attr-defined]
+    lib.llama_model_default_params = safe_default_params
+
+
+def install_fault(kind: str) -> None:
+    """Test hook: ``segv_on_prompt`` crashes on the first multi-token evaluation."""
+    if kind != "segv_on_prompt":
+        return
+    import llama_cpp
+
+    original_eval = llama_cpp.Llama.eval
+
+    def crashing_eval(self, tokens):  # type: ignore[no-untyped-def]
+        if len(tokens) > 1:
+            sys.stderr.write("sidecar engine launcher: injected fault: SIGSEGV on a multi-token prompt\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return original_eval(self, tokens)
+
+    llama_cpp.Llama.eval = crashing_eval  # type: ignore[method-assign]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start llama-cpp-python's server with ``argv`` (its own command-line options)."""
+    disable_extra_buffer_types()
+    install_fault(os.environ.get(FAULT_ENV, ""))
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
+    sys.stderr.write(f"sidecar engine launcher: llama-cpp-python {llama_cpp.__version__}, "
+                     f"use_extra_bufts=false; system info: {info}\n")
+    sys.stderr.flush()
+    from llama_cpp.server.__main__ import main as server_main
+
+    sys.argv = ["llama_cpp.server", *(sys.argv[1:] if argv is None else argv)]
+    server_main()
+
+
+if __name__ == "__main__":
+    main()

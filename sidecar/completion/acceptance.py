@@ -1,0 +1,68 @@
+"""Shown and accepted suggestions: what the editor was given, what the user took, and
+where the next line starts when an accept ends one (for speculative prefetch).
+
+An accept arrives as the ``sidecar.accepted`` command with the item's id and, for a
+partial accept, how many UTF-16 code units of it were taken (LSP positions count UTF-16
+by default). Counters: ``suggestions.shown``, ``tokens.shown``, ``accepted``,
+``accepted_chars``, ``tokens.accepted``, ``accepted_partial``. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from . import tokens
+from .prefetch import next_line_indent
+from .request import Request
+
+#: Shown suggestions remembered for accepts (the oldest are forgotten first).
+MAX_SHOWN = 256
+
+
+class Acceptance:
+    """The last ``MAX_SHOWN`` suggestions shown, by item id, and the accept counters."""
+
+    def __init__(self, metrics) -> None:
+        self.metrics = metrics
+        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str]] = OrderedDict()
+
+    def shown(self, item_id: str, req: Request, text: str) -> None:
+        """Remember a suggestion handed to the editor, so an accept can be traced back."""
+        self.metrics.count("suggestions.shown")
+        self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
+        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix)
+        while len(self._shown) > MAX_SHOWN:
+            self._shown.popitem(last=False)
+
+    def accepted(self, item_id: str, chars: int | None) -> tuple[str, str, str, str] | None:
+        """Count the accept of ``item_id`` (``chars`` UTF-16 units of it, or all).
+
+        Returns ``(uri, doc_prefix, doc_suffix, language)`` of the document as it will be
+        once the user is on the next line, when the whole suggestion was taken and nothing
+        follows it on its line (the next line is worth speculating); else None."""
+        self.metrics.count("accepted")
+        rec = self._shown.get(item_id)
+        if rec is None:
+            return None
+        uri, doc_prefix, doc_suffix, text, language, line_suffix = rec
+        taken = take_units(text, chars) if chars is not None else text
+        self.metrics.count("accepted_chars", len(taken))
+        self.metrics.count("tokens.accepted", tokens.count(taken) if taken else 0)
+        if taken != text:
+            self.metrics.count("accepted_partial")
+            return None
+        if line_suffix.strip():
+            return None  # text follows on the line: no next line to speculate
+        accepted_prefix = doc_prefix + text
+        last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1:]
+        return uri, accepted_prefix + "\n" + next_line_indent(last_line), doc_suffix, language
+
+
+def take_units(text: str, units: int) -> str:
+    """The start of ``text`` that is ``units`` UTF-16 code units long."""
+    n = 0
+    for i, ch in enumerate(text):
+        if n >= units:
+            return text[:i]
+        n += 2 if ord(ch) > 0xFFFF else 1
+    return text

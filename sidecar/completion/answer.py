@@ -1,0 +1,93 @@
+"""The answer policy: when a request that follows a stream is answered, and with what.
+
+A request is answered as soon as the stream's first line is complete (the model wrote a
+line break after some text, or the postprocessing filter ended the suggestion), or
+``first_line_deadline_ms`` after the first text arrived with what is there (only for a
+client that renders updates: the rest follows as ``sidecar/inlineCompletionUpdate``),
+or at the end of the stream. A client that gets no updates is answered only with
+finished lines, and with the whole suggestion where it may span lines: never a stub.
+A superseded request is answered at once with what it has. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .inflight import InflightStream
+from .request import Answer, Request
+
+#: Returned by :func:`follow` when the stream stopped agreeing with what was typed.
+DIVERGED = object()
+
+
+async def follow(req: Request, s: InflightStream, typed: str, *, first_line_deadline_ms: float, metrics: Any):
+    """Wait on ``s`` for ``req`` per the answer policy (module doc) and return the
+    :class:`Answer` (None: nothing to show), or ``DIVERGED`` once the stream stops
+    agreeing with ``typed`` (what the user typed since the stream's anchor).
+    ``first_line_deadline_ms`` counts from the stream's first text."""
+    deadline_s = first_line_deadline_ms / 1000
+    # A client without updates sees only what it is answered: finished lines, and
+    # the whole suggestion where it may span lines (``Request.updates``).
+    whole = not req.updates
+    sup = asyncio.ensure_future(req.superseded.wait())
+    try:
+        while True:
+            if req.superseded.is_set():
+                rem = s.remainder(typed, req.ctx, finished_lines_only=whole)
+                return Answer(rem, "superseded", s, typed) if rem else None
+            if not s.agrees(typed):
+                return DIVERGED
+            produced = s.text[len(typed):] if s.text.startswith(typed) else ""
+            if s.done:
+                rem = s.remainder(typed, req.ctx)
+                return Answer(rem, "stream" if not typed else "joined", s, typed) if rem else None
+            if s.filter.done or ("\n" in produced.lstrip("\n") and not (whole and s.ctx.multiline)):
+                # The first line is complete.
+                rem = s.remainder(typed, req.ctx, finished_lines_only=whole)
+                if rem:
+                    return Answer(rem, "stream" if not typed else "joined", s, typed)
+            timeout = None
+            if s.first_text_at and produced.strip() and req.updates:
+                left = s.first_text_at + deadline_s - time.perf_counter()
+                if left <= 0:
+                    rem = s.remainder(typed, req.ctx)
+                    if rem:
+                        metrics.count("sched.answered_at_deadline")
+                        return Answer(rem, "stream" if not typed else "joined", s, typed)
+                else:
+                    timeout = left
+            changed = s.changed()
+            t = time.perf_counter()
+            await asyncio.wait({changed, sup}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            req.waited_s += time.perf_counter() - t
+            if not changed.done():
+                changed.cancel()
+    finally:
+        sup.cancel()
+
+
+def at_deadline(req: Request, s: InflightStream, metrics: Any) -> tuple[Answer | None, bool]:
+    """What a request whose deadline passed gets from its document's running stream
+    ``s``, and whether ``s`` keeps running: ``(answer, True)`` with the text so far (the
+    request then gets updates); ``(None, True)`` for a client without updates when no
+    line is finished yet (never a stub; asking again is answered from the stream);
+    ``(Answer("", ...), True)`` for a loader still loading the model (updates follow);
+    ``(None, False)``: close it (stalled, or it no longer agrees with the document)."""
+    typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+    if typed is None or not s.agrees(typed):
+        return None, False
+    rem = s.remainder(typed, req.ctx)
+    if rem and not req.updates:
+        # No updates will follow: only the lines the model has finished; the stream runs
+        # on, so asking again (or typing on) is answered from it.
+        rem = s.remainder(typed, req.ctx, finished_lines_only=True)
+        if not rem:
+            metrics.count("sched.no_stub_at_deadline")
+            return None, True
+    if rem:
+        return Answer(rem, "deadline", s, typed), True
+    if s.loader and not s.first_text_at:
+        return Answer("", "deadline", s, typed), True
+    return None, False

@@ -1,0 +1,107 @@
+"""Cutting the prompt's context for the backend the next stream goes to.
+
+- **Windows** (``windows``): the prefix/suffix token windows, the latency budget's
+  choice for that backend and model (``window.py``, fed by ``observe`` after each
+  stream), at most the settings', and halved while the backend is busy
+  (``load.windows_under_load``, fed by ``observe_load``).
+- **Other files** (``add_crossfile``): snippets of the other open documents
+  (``crossfile/``) under ``crossfile_tokens``; none while the backend is busy.
+- **Speculated documents** (``make_context``): cut exactly as a real request's would be,
+  so the cache key a prefetch stores under is the one the real request looks up.
+
+See docs/architecture.md ("What the model sees").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from . import crossfile, load, tokens, window
+from .context import CompletionContext, NotCompletable, build_context
+
+
+class ContextBudget:
+    """Window budgets and load per backend and model, and the server's open documents
+    (``crossfile``, set by the LSP surface). ``settings()`` gives the live settings,
+    ``target()`` the backend the next stream goes to."""
+
+    def __init__(self, settings: Callable[[], Any], target: Callable[[], Any], metrics: Any) -> None:
+        self._settings = settings
+        self._target = target
+        self.metrics = metrics
+        self.crossfile: crossfile.CrossFileContext | None = None
+        self._windows: dict[str, window.WindowBudget] = {}  # per backend and model
+        self._load: dict[str, load.BackendLoad] = {}  # TTFT history per backend and model
+
+    @staticmethod
+    def _key(target: Any) -> str:
+        return f"{target.kind}:{target.name}:{target.model}"
+
+    def busy(self) -> bool:
+        """The backend the next stream goes to answers markedly slower than its idle
+        level (``load.py``)."""
+        tracker = self._load.get(self._key(self._target()))
+        return bool(tracker is not None and tracker.busy)
+
+    def observe_load(self, target: Any, ttft_ms: float) -> None:
+        """One warm stream's time to first token (ms) on ``target``."""
+        self._load.setdefault(self._key(target), load.BackendLoad()).observe(ttft_ms)
+
+    def make_context(self, doc_prefix: str, doc_suffix: str, language: str, uri: str | None = None) -> CompletionContext | None:
+        """Windows for a speculated document (``\n`` line breaks), cut exactly as a real
+        request's would be (window sizes, other files' snippets for ``uri``, by default
+        the document of the last request), so the cache key matches; None when not
+        completable."""
+        try:
+            ctx = build_context(doc_prefix + doc_suffix, len(doc_prefix), language, *self.windows())
+        except NotCompletable:
+            return None
+        uri = uri or (self.crossfile.focus if self.crossfile else None)
+        return self.add_crossfile(ctx, uri, doc_prefix.count("\n")) if uri else ctx
+
+    def windows(self) -> tuple[int, int]:
+        """``(prefix_tokens, suffix_tokens)`` to cut now: the latency budget's choice for
+        the backend the next stream would use (``window.py``), at most the settings',
+        halved while that backend is busy (``load.windows_under_load``)."""
+        s = self._settings()
+        b = self._target()
+        budget = self._windows.setdefault(self._key(b), window.WindowBudget())
+        pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, window.target_ms(s.target_ttft_ms, b.kind == "local"))
+        busy = self.busy()
+        if busy:
+            self.metrics.count("context.shrunk_load")
+        return load.windows_under_load(pre, suf, busy)
+
+    def observe(self, target: Any, req: Any, info: Any, record: bool) -> None:
+        """Remember the prompt the engine saw last, and with ``record`` (a warm backend)
+        give the window budget one latency sample: the prompt tokens the engine had to
+        evaluate (after the beginning shared with the previous prompt, or llama-server's
+        own ``cache_n``) and the TTFT."""
+        budget = self._windows.setdefault(self._key(target), window.WindowBudget())
+        text = window.prompt_text(req.body)
+        new = budget.new_text(text)
+        if not record or info.ttft_ms is None:
+            return
+        total = tokens.count(text)
+        timings = info.usage.get("timings") if isinstance(info.usage.get("timings"), dict) else {}
+        done, cached = timings.get("prompt_n"), timings.get("cache_n")
+        if isinstance(done, int) and isinstance(cached, int) and done + cached > 0:
+            new_tokens = round(total * done / (done + cached))
+        else:
+            new_tokens = tokens.count(new) if len(new) < len(text) else total
+        budget.observe(new_tokens, total, info.ttft_ms)
+
+    def add_crossfile(self, ctx: CompletionContext, uri: str, cursor_line: int) -> CompletionContext:
+        """``ctx`` with snippets of the other open documents (``crossfile/``) for a
+        request in ``uri`` at 0-based ``cursor_line``, under ``crossfile_tokens``."""
+        cf = self.crossfile
+        if cf is None:
+            return ctx
+        limit = crossfile.budget(self._settings().crossfile_tokens, self._target().kind == "local")
+        if self.busy():
+            return ctx  # a busy shared engine gets no other files' snippets (load.py)
+        snippets = cf.select(uri, cursor_line, ctx.prefix, ctx.suffix, limit)
+        if not snippets:
+            return ctx
+        return dataclasses.replace(ctx, snippets=snippets, path=cf.path_of(uri), repo=cf.repo_name())

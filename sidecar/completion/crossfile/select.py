@@ -1,0 +1,230 @@
+"""Choosing the snippets of other open documents for a request (:class:`CrossFileContext`).
+
+What is offered, in order, under ``budget`` cl100k tokens (``snippet.budget``): the
+lines around each recent edit of another open document (``EDIT_CONTEXT_LINES`` above
+and below the edited line, ``edits.py``; documents edited most recently first), then the
+definitions of identifiers used near the cursor (``index.py``; identifiers closest to
+the cursor first). A candidate that overlaps one already chosen from the same document
+is skipped; one that does not fit is cut at a line end to the room left (at least
+``MIN_SNIPPET_TOKENS``), else skipped. At most ``MAX_SNIPPETS`` snippets. The chosen
+snippets are ordered by path, then line, so the block is deterministic.
+
+Never included: the current document, documents the client has closed (only the store
+of open documents is read, and a closed document's edit record is dropped), documents
+over ``MAX_DOC_CHARS`` characters or with a NUL in their first 8 KiB (binary), and
+regions with a line over ``MAX_LINE_CHARS`` characters (minified code).
+
+**Prefix stability.** The snippet block comes first in the prompt, so a local engine
+keeps its KV cache only while the block stays the same. The choice is therefore
+recomputed only when (a) the set of other open documents or the text of one changed,
+(b) the cursor moved to another ``ALIGN_LINES``-line block (the same blocks as the
+prefix window's alignment in ``context.py``), or (c) an identifier near the cursor
+appeared that is defined in another open document and was not seen before in this block
+(its definition is what the user is about to need). Typing anything else keeps the same
+snippets, byte for byte.
+
+Costs are counted as the snippets are rendered (``prompts/snippets.py``): a path line
+and separators per snippet and a comment marker per line at most; this module never
+imports the prompt side. See docs/architecture.md ("What the model sees").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import unquote, urlparse
+
+from .. import tokens
+from .edits import EditLog
+from .index import _definition_span, _index, _Indexed, identifiers_near
+from .snippet import Snippet
+
+ALIGN_LINES = 16  # the prefix window's alignment (context.ALIGN_LINES)
+EDIT_CONTEXT_LINES = 6  # lines above and below an edited line
+MAX_SNIPPETS = 6
+MIN_SNIPPET_TOKENS = 24
+MAX_DOC_CHARS = 1_000_000
+MAX_LINE_CHARS = 400
+_OVERHEAD_TOKENS = 4  # path line and separators of one snippet, roughly
+_LINE_MARK_TOKENS = 2  # the comment marker (and its space or closer) on each snippet line
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass
+class _State:
+    key: tuple
+    names: list[str]
+    seen: set[str]
+    snippets: tuple[Snippet, ...] = ()
+
+
+class CrossFileContext:
+    """Chooses snippets of other open documents for a request (see module doc).
+
+    ``documents()`` returns the open documents, ``{uri: document}``, each with
+    ``source`` and ``language_id`` (pygls' workspace ``text_documents``);
+    ``root()`` returns the workspace root path (or None).
+    """
+
+    MAX_STATES = 16
+
+    def __init__(self, documents: Callable[[], Mapping[str, Any]], root: Callable[[], str | None] = lambda: None) -> None:
+        self._documents = documents
+        self._root = root
+        self.edits = EditLog()
+        self._indexed: dict[str, _Indexed] = {}
+        self._states: dict[str, _State] = {}
+        self.focus: str | None = None  # the document of the last selection
+        self.recomputed = 0  # how many times a choice was computed (tests, stats)
+
+    # ----------------------------------------------------------- document events
+    def record_change(self, uri: str, changes: Iterable[Any]) -> None:
+        """``didChange``: remember where ``uri`` was edited."""
+        self.edits.record(uri, changes)
+
+    def closed(self, uri: str) -> None:
+        """``didClose``: forget everything about ``uri``."""
+        self.edits.forget(uri)
+        self._indexed.pop(uri, None)
+        self._states.pop(uri, None)
+        if self.focus == uri:
+            self.focus = None
+
+    # ----------------------------------------------------------- naming
+    def path_of(self, uri: str) -> str:
+        """``uri`` as a path relative to the workspace root, or its file name outside it
+        (no user directories leave the machine)."""
+        parsed = urlparse(uri)
+        path = unquote(parsed.path) if parsed.scheme in ("file", "") else unquote(parsed.path or uri)
+        root = self._root()
+        if root and parsed.scheme in ("file", ""):
+            try:
+                rel = os.path.relpath(path, root)
+            except ValueError:
+                rel = ""
+            if rel and not rel.startswith(".."):
+                return rel.replace(os.sep, "/")
+        return path.rstrip("/").rsplit("/", 1)[-1] or uri
+
+    def repo_name(self) -> str:
+        """The workspace root's directory name ("" without a root)."""
+        root = self._root()
+        return os.path.basename(os.path.normpath(root)) if root else ""
+
+    # ----------------------------------------------------------- selection
+    def select(self, uri: str, cursor_line: int, before: str, after: str, budget: int) -> tuple[Snippet, ...]:
+        """Snippets for a request in ``uri`` at 0-based ``cursor_line``; ``before`` and
+        ``after`` are the text before and after the cursor (only the last
+        ``NEAR_BEFORE_CHARS`` / first ``NEAR_AFTER_CHARS`` characters are read).
+        ``budget`` is in cl100k tokens; 0 gives ``()``."""
+        self.focus = uri
+        if budget <= 0:
+            return ()
+        others = self._others(uri)
+        if not others:
+            self._states.pop(uri, None)
+            return ()
+        budget -= tokens.count(self.path_of(uri)) + _OVERHEAD_TOKENS  # the current file's own Path line
+        if budget < MIN_SNIPPET_TOKENS:
+            return ()
+        sig = tuple((u, d.stamp, self.edits.stamp(u)) for u, d in others)
+        key = (cursor_line // ALIGN_LINES, sig, budget)
+        names_now = identifiers_near(before, after)
+        st = self._states.get(uri)
+        if st is not None and st.key == key:
+            new = [n for n in names_now if n not in st.seen]
+            if not new:
+                return st.snippets
+            st.seen.update(new)
+            fresh = [n for n in new if any(n in d.defs for _u, d in others)]
+            if not fresh:
+                return st.snippets
+            st.names.extend(fresh)
+        else:
+            st = _State(key, list(names_now), set(names_now))
+            self._states[uri] = st
+            while len(self._states) > self.MAX_STATES:
+                self._states.pop(next(iter(self._states)))
+        st.snippets = self._choose(others, st.names, budget)
+        self.recomputed += 1
+        return st.snippets
+
+    def _others(self, uri: str) -> list[tuple[str, _Indexed]]:
+        """Open documents other than ``uri`` that may give snippets, indexed, by uri."""
+        out = []
+        docs = self._documents()
+        for u in sorted(docs):
+            if u == uri:
+                continue
+            doc = docs[u]
+            try:
+                text = doc.source
+            except Exception:  # noqa: BLE001 - a document pygls cannot read
+                continue
+            if not isinstance(text, str) or len(text) > MAX_DOC_CHARS or "\x00" in text[:8192]:
+                continue
+            ix = self._indexed.get(u)
+            stamp = hash(text)  # cached by the string: free while the document is unchanged
+            if ix is None or ix.stamp != stamp:
+                lines, defs = _index(text, getattr(doc, "language_id", "") or "")
+                ix = _Indexed(stamp, lines, defs)
+                self._indexed[u] = ix
+            out.append((u, ix))
+        for u in [u for u in self._indexed if u not in docs]:
+            del self._indexed[u]  # closed without a didClose we saw
+        return out
+
+    def _choose(self, others: list[tuple[str, _Indexed]], names: list[str], budget: int) -> tuple[Snippet, ...]:
+        by_recency = sorted(others, key=lambda o: (-self.edits.stamp(o[0]), o[0]))
+        candidates: list[tuple[str, str, _Indexed, int, int]] = []
+        for u, ix in by_recency:
+            for line in self.edits.regions(u):
+                line = min(max(line, 0), max(len(ix.lines) - 1, 0))
+                candidates.append(("edit", u, ix, max(0, line - EDIT_CONTEXT_LINES), line + EDIT_CONTEXT_LINES + 1))
+        for name in names:
+            for u, ix in by_recency:
+                line = ix.defs.get(name)
+                if line is not None and line < len(ix.lines):
+                    start, end = _definition_span(ix.lines, line)
+                    candidates.append(("definition", u, ix, start, end))
+        chosen: list[Snippet] = []
+        taken: dict[str, list[tuple[int, int]]] = {}
+        used = 0
+        for kind, u, ix, start, end in candidates:
+            if len(chosen) >= MAX_SNIPPETS or budget - used < MIN_SNIPPET_TOKENS:
+                break
+            end = min(end, len(ix.lines))
+            if any(start < e and s < end for s, e in taken.get(u, ())):
+                continue
+            lines = ix.lines[start:end]
+            while lines and not lines[0].strip():
+                lines.pop(0)
+                start += 1
+            while lines and not lines[-1].strip():
+                lines.pop()
+            if not lines or any(len(ln) > MAX_LINE_CHARS or _CONTROL.search(ln) for ln in lines):
+                continue  # minified, or NUL / control characters (binary data past the first 8 KiB)
+            text = "\n".join(lines)
+            path = self.path_of(u)
+            head_cost = tokens.count(path) + _OVERHEAD_TOKENS
+
+            def cost_of(t: str) -> int:  # as rendered: a comment marker per line at most
+                return head_cost + tokens.count(t) + _LINE_MARK_TOKENS * (t.count("\n") + 1)
+
+            cost = cost_of(text)
+            if used + cost > budget:
+                room = budget - used - head_cost
+                if room < MIN_SNIPPET_TOKENS:
+                    continue
+                text = tokens.head(text + "\n", room).rstrip("\n")
+                while text and used + cost_of(text) > budget:  # drop lines until it fits
+                    text = text.rsplit("\n", 1)[0] if "\n" in text else ""
+                if not text.strip():
+                    continue
+                cost = cost_of(text)
+            taken.setdefault(u, []).append((start, start + text.count("\n") + 1))
+            chosen.append(Snippet(path=path, text=text, line=start, kind=kind))
+            used += cost
+        return tuple(sorted(chosen, key=lambda s: (s.path, s.line)))

@@ -1,0 +1,198 @@
+"""Turn a completion context into an upstream request: native FIM field, FIM template,
+chat, or a plain prefix prompt.
+
+Strategies (docs/architecture.md, "Facts we checked"):
+- ``suffix``: ``POST /completions`` with ``prompt`` = prefix and ``suffix`` (SiliconFlow's
+  FIM for the models its FIM guide lists). vLLM, llama-server and llama-cpp-python reject
+  or mishandle ``suffix``, so it is never chosen for them.
+- ``template``: ``POST /completions`` with a prompt built from the model family's FIM
+  special tokens.
+- ``chat``: ``POST /chat/completions`` asking for the missing middle; SiliconFlow also
+  takes top-level ``prefix``/``suffix`` fields.
+- ``prefix``: ``POST /completions`` with the prefix alone (models without FIM training,
+  such as the embedded SmolLM2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from ...backends.base import UpstreamRequest
+from ..context import CompletionContext
+from ..healing import HealingPlan
+from . import snippets
+
+MAX_STOP_SEQUENCES = 4  # SiliconFlow's limit for ``stop``
+
+
+@dataclass(frozen=True)
+class FimTemplate:
+    family: str
+    pattern: re.Pattern[str]
+    prefix_tok: str
+    suffix_tok: str
+    middle_tok: str
+    stops: tuple[str, ...]
+    suffix_first: bool = False
+
+    def render(self, prefix: str, suffix: str) -> str:
+        if self.suffix_first:  # Codestral / Mistral: [SUFFIX]S[PREFIX]P
+            return f"{self.suffix_tok}{suffix}{self.prefix_tok}{prefix}"
+        return f"{self.prefix_tok}{prefix}{self.suffix_tok}{suffix}{self.middle_tok}"
+
+
+# Exact strings from each family's tokenizer (docs/architecture.md, "Facts we checked").
+TEMPLATES: tuple[FimTemplate, ...] = (
+    FimTemplate("qwen-coder", re.compile(r"qwen.*coder|coder.*qwen", re.I),
+                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>")),
+    FimTemplate("deepseek-coder", re.compile(r"deepseek.*coder", re.I),
+                "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>",)),
+    FimTemplate("starcoder", re.compile(r"starcoder|santacoder", re.I),
+                "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
+    FimTemplate("codellama", re.compile(r"code-?llama", re.I),
+                "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
+    FimTemplate("codestral", re.compile(r"codestral", re.I),
+                "[PREFIX]", "[SUFFIX]", "", ("</s>",), suffix_first=True),
+    FimTemplate("codegemma", re.compile(r"codegemma", re.I),
+                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|file_separator|>", "<end_of_turn>")),
+)
+
+# Models SiliconFlow's FIM guide lists for /v1/completions with ``suffix`` (the list
+# changes; an unlisted model that rejects ``suffix`` falls back at run time).
+SILICONFLOW_NATIVE_FIM = re.compile(r"qwen2\.5-coder|deepseek-v3|deepseek-v2\.5|deepseek-coder", re.I)
+
+
+def template_for(model: str) -> FimTemplate | None:
+    """The FIM template of ``model``'s family, or None when the family is unknown."""
+    for t in TEMPLATES:
+        if t.pattern.search(model):
+            return t
+    return None
+
+
+def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
+    """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` | ``infill`` for a backend
+    API (``siliconflow``, ``openai``, ``llama-cpp-python``, ``llama-server``, ``ollama``)
+    and model.
+
+    ``setting`` is the user's ``fim`` setting (``auto`` lets this function decide);
+    ``rejected`` holds strategies this model already refused at run time.
+    """
+    if provider == "llama-server":
+        # The engine applies the model's own FIM tokens; a model without them refuses.
+        return "prefix" if "infill" in rejected else "infill"
+    if provider == "ollama":
+        # Ollama applies the model's FIM template when given ``suffix``; others get raw text.
+        fim = setting in ("auto", "suffix") and template_for(model) and "suffix" not in rejected
+        return "suffix" if fim else "prefix"
+    if setting != "auto" and setting not in rejected:
+        return setting
+    order: list[str] = []
+    if provider == "siliconflow":
+        if SILICONFLOW_NATIVE_FIM.search(model):
+            order.append("suffix")
+        if template_for(model):
+            order.append("template")
+        order.append("chat")
+    else:
+        if template_for(model):
+            order.append("template")
+        order.append("prefix")
+    for s in order:
+        if s not in rejected:
+            return s
+    return order[-1]
+
+
+def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = ()) -> list[str]:
+    """At most four stop sequences: one line when text follows the cursor; up to the first
+    blank line on a blank cursor line; no line-break stop at the end of a non-blank line;
+    then the family's end-of-text tokens.
+
+    At the end of a non-blank line a model often begins with a blank line (``import os``
+    then ``\\n\\ndef main():``): a ``"\\n\\n"`` stop would end that stream before its
+    first character, and a stop string cannot say "a blank line after some text". There
+    the streaming filter ends the answer instead (``postprocess.line_policy``: one line,
+    or up to the first blank line after text) and closes the stream. On a blank cursor
+    line the model starts with text or one break (recorded golden cases), so the cheaper
+    upstream stop stays."""
+    if ctx.mid_line:
+        stops = ["\n"]
+    elif ctx.line_prefix.strip():
+        stops = []
+    else:
+        stops = ["\n\n"]
+    for s in extra:
+        if s and s not in stops:
+            stops.append(s)
+    return stops[:MAX_STOP_SEQUENCES]
+
+
+_CHAT_SYSTEM = (
+    "You are a code completion engine. Reply with only the code that belongs at <CURSOR>, "
+    "with no explanation and no markdown fences. Do not repeat code before or after the cursor."
+)
+
+
+def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model: str,
+                  max_tokens: int, temperature: float, heal: HealingPlan | None = None) -> UpstreamRequest:
+    """The request body for ``strategy`` (see module doc) in the shape of ``provider``'s
+    API. ``max_tokens`` counts model tokens.
+
+    With a ``heal`` plan (:mod:`.healing`) the prompt is built from the prefix without
+    the heal, ``max_tokens`` grows by the heal's estimated tokens, and a constrained plan
+    adds its GBNF ``grammar`` to the body (llama-cpp-python, llama-server)."""
+    if heal is not None and heal.heal:
+        req = build_request(heal.healed_context(ctx), strategy, provider=provider, model=model,
+                            max_tokens=max_tokens + heal.extra_tokens, temperature=temperature)
+        grammar = heal.grammar()
+        if grammar is not None:
+            req.body["grammar"] = grammar
+        return req
+    # Other files' snippets (crossfile/, rendered by snippets.py): a comment block before
+    # the prefix, unless the format has its own place for them (Qwen's repository format,
+    # /infill, chat).
+    lead = snippets.comment_block(ctx.snippets, ctx.language, ctx.path)
+    if provider == "llama-server" and strategy == "infill":
+        from .infill import infill_request
+
+        return infill_request(ctx, max_tokens=max_tokens, temperature=temperature)
+    if provider == "ollama":
+        from .ollama import generate_request
+
+        octx = dataclasses.replace(ctx, prefix=lead + ctx.prefix) if lead else ctx
+        return generate_request(octx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature)
+    tmpl = template_for(model)
+    common: dict = {"max_tokens": max_tokens, "temperature": temperature}
+    if provider in ("llama-cpp-python", "llama-server"):
+        # llama.cpp keeps the KV cache of a prompt prefix it has seen (llama-cpp-python
+        # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
+        # share their beginning, so only the new tail is evaluated.
+        common["cache_prompt"] = True
+    if strategy == "suffix":
+        body = {"prompt": lead + ctx.prefix, "suffix": ctx.suffix, "stop": stop_sequences(ctx), **common}
+        return UpstreamRequest("completions", body, strategy)
+    if strategy == "template" and tmpl is not None:
+        body = {
+            "prompt": (snippets.repo_block(ctx.snippets, ctx.repo, ctx.path) + tmpl.render(ctx.prefix, ctx.suffix)
+                       if tmpl.family == "qwen-coder" else tmpl.render(lead + ctx.prefix, ctx.suffix)),
+            "stop": stop_sequences(ctx, tmpl.stops),
+            **common,
+        }
+        return UpstreamRequest("completions", body, "template")
+    if strategy == "chat":
+        user = f"{snippets.chat_section(ctx.snippets)}Language: {ctx.language}\n\n{ctx.prefix}<CURSOR>{ctx.suffix}"
+        body = {
+            "messages": [{"role": "system", "content": _CHAT_SYSTEM}, {"role": "user", "content": user}],
+            "stop": stop_sequences(ctx),
+            **common,
+        }
+        if provider == "siliconflow":
+            body["prefix"] = ctx.prefix
+            body["suffix"] = ctx.suffix
+        return UpstreamRequest("chat/completions", body, "chat")
+    # prefix-only continuation
+    body = {"prompt": lead + ctx.prefix, "stop": stop_sequences(ctx, ("<|im_end|>", "<|endoftext|>")), **common}
+    return UpstreamRequest("completions", body, "prefix")

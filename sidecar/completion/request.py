@@ -1,0 +1,95 @@
+"""What the scheduler takes and gives: one inline completion request, its answer, and
+the :class:`Upstream` it streams from.
+
+See docs/architecture.md ("The path of a keystroke")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .context import CompletionContext
+    from .inflight import InflightStream
+    from .postprocess import StreamFilter
+
+#: Where an answer came from: a stream the request started (``stream``), joined
+#: (``joined``), typed through or shown again once finished (``typed_through``,
+#: ``reshown``), a speculative prefetch (``prefetch``), the cache (``cache_memory``,
+#: ``cache_sqlite``), what a superseded request had (``superseded``), or what the stream
+#: had at the request deadline (``deadline``).
+Source = Literal["stream", "joined", "typed_through", "reshown", "prefetch", "cache_memory", "cache_sqlite",
+                 "superseded", "deadline"]
+
+
+@dataclass
+class Request:
+    """One inline completion request as the scheduler sees it.
+
+    ``doc_prefix``/``doc_suffix`` are the whole document before/after the cursor with
+    line breaks normalized to ``\\n``; ``version`` is the LSP document version.
+    """
+
+    uri: str
+    version: int
+    ctx: CompletionContext
+    doc_prefix: str
+    doc_suffix: str
+    invoked: bool
+    id: int = 0
+    superseded: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: bool = False
+    t0: float = field(default_factory=time.perf_counter)
+    waited_s: float = 0.0  # time spent awaiting the debounce or the backend (not sidecar work)
+    upstream_s: float = 0.0  # time spent streaming, where the pipeline counts it apart (naive)
+    place: Any = None  # the LSP surface's note of where the text goes
+    trace_id: str = ""
+    # Whether the client renders ``sidecar/inlineCompletionUpdate`` (it said so at
+    # ``initialize``). A client that does not gets only complete lines: no stub answer.
+    updates: bool = True
+
+
+@dataclass
+class Answer:
+    """The text for one request (never empty) and where it came from."""
+
+    text: str
+    source: Source
+    stream: InflightStream | None = None
+    typed: str = ""
+
+
+class Upstream(Protocol):
+    """What the scheduler needs from the completion service (``service.py``): the live
+    settings, one upstream stream, and facts about the backend the next stream would
+    use. A unit test passes a fake one."""
+
+    settings: Settings
+
+    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
+        """Run one upstream stream into ``filt``, calling ``on_delta`` on each piece of
+        text; return ``complete``, ``partial`` (cut, deadline) or ``error``."""
+
+    def recent_ttft_ms(self) -> float | None:
+        """The backend's recent median TTFT (ms), None before the first."""
+
+    def make_context(self, doc_prefix: str, doc_suffix: str, language: str) -> CompletionContext | None:
+        """The windows for a speculated document, cut as a real request's would be."""
+
+    def cache_key(self, ctx: CompletionContext) -> Any:
+        """The cache key of ``ctx`` on the backend and model the next stream would use."""
+
+    def local_backend(self) -> bool:
+        """Whether the next stream goes to a local engine (its prefetch budget)."""
+
+    def backend_cold(self) -> bool:
+        """No byte from the backend since it started or came back (it may be loading)."""
+
+    def backend_limited(self) -> bool:
+        """The backend is in a 429/503 episode (``backends/ratelimit.py``)."""
+
+    def backend_busy(self) -> bool:
+        """The backend's TTFTs say a shared engine is loaded (``load.py``)."""

@@ -1,0 +1,208 @@
+"""One upstream stream: readiness, the rate-limit gate, the prompt strategy (with FIM
+fallback), token healing, the stream's deadline, and what it measured.
+
+For a request's context the runner waits until the backend the next stream goes to is
+ready, asks its cooldown (``backends/ratelimit.py``) whether a request may go out,
+builds the request (``prompts/``, ``healing/``), streams the deltas through the
+un-healer into the postprocessing filter until the filter says stop, the stream ends or
+the deadline passes, and records the outcome: the window budget's and load's samples
+(``context_budget.py``), TTFT and stream time, tokens, errors (``reports.py``: one message per
+cause), the auto-mode breaker (``Backend.record``).
+
+A backend is *warm* once any byte came from it since it started or came back; until
+then a stream gets ``cold_start_timeout_ms`` (it may be loading the model), after it
+``request_timeout_ms``. A model that refuses a strategy (native FIM ``suffix``) is
+retried once with the next, and the refusal remembered per model. See
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..backends.base import StreamInfo
+from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
+from . import healing, tokens
+from .context import CompletionContext
+from .postprocess import StreamFilter
+from .prompts import build_request, choose_strategy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StreamOutcome:
+    """How one upstream stream went. Times in milliseconds."""
+
+    info: StreamInfo
+    strategy: str = ""
+    wait_ms: float = 0.0  # waiting for the backend to be ready (cold engine start)
+    upstream_ms: float = 0.0
+    error: BackendError | None = None
+    deadline_hit: bool = False
+
+
+def warm_key_of(target: Any) -> str:
+    """Identity of one running backend: a managed engine's process, else its URL."""
+    engine = target.engine
+    if engine is not None:
+        return f"managed:{engine.pid}"
+    return f"{target.kind}:{target.base_url}"
+
+
+class StreamRunner:
+    """Runs the streams of one completion service (``svc``: its settings, backend,
+    metrics, reports and contexts); remembers which backends are warm and which
+    strategies each model refused."""
+
+    def __init__(self, svc: Any) -> None:
+        self.svc = svc
+        self._warm: set[str] = set()  # backends (see warm_key_of) that have sent a stream event
+        self._rejected: dict[str, set[str]] = {}  # model -> strategies it refused
+
+    def reset(self) -> None:
+        """New settings: refused strategies may work with the new backend."""
+        self._rejected.clear()
+
+    def cold(self, target: Any) -> bool:
+        """No stream event from ``target`` since it started or came back."""
+        return warm_key_of(target) not in self._warm
+
+    async def run(self, ctx: CompletionContext, filt: StreamFilter,
+                  on_delta: Callable[[], None] | None = None) -> StreamOutcome:
+        """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
+        stop, the stream ends, or ``request_timeout_ms`` passes; call ``on_delta()`` after
+        each piece of text. A model that refuses native FIM is retried once per strategy.
+
+        Upstream errors are reported (one message per cause) and returned in
+        ``StreamOutcome.error``; never raises BackendError. Raises
+        ``asyncio.CancelledError`` when cancelled, after closing the upstream stream.
+        """
+        t0 = time.perf_counter()
+        svc = self.svc
+        s = svc.settings
+        target = svc._target()
+        model = target.model
+        rejected = self._rejected.setdefault(model, set())
+        out = StreamOutcome(info=StreamInfo())
+        try:
+            await target.ensure_ready()
+        except BackendError as err:
+            svc.backend.record(target, err)
+            svc.reports.error(err)
+            out.error = err
+            return out
+        out.wait_ms = (time.perf_counter() - t0) * 1000
+        cooldown = getattr(target, "cooldown", None)
+        if cooldown is not None and not cooldown.admit():
+            # The backend said 429/503 and its window is not over (backends/ratelimit.py):
+            # nothing goes upstream; no message (the episode's first failure had one).
+            svc.metrics.count("upstream.rate_limited_skipped")
+            out.error = BackendError(RATE_LIMITED, f"{target.name} is cooling down for "
+                                     f"{cooldown.remaining_s():.1f} s more", actionable=False)
+            return out
+        warm_key = warm_key_of(target)
+        was_warm = warm_key in self._warm
+        # A cold backend may load its model on this request: give it the cold-start time.
+        deadline_ms = s.request_timeout_ms if warm_key in self._warm else max(s.request_timeout_ms, s.cold_start_timeout_ms)
+        for _attempt in range(3):
+            strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
+            plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
+            unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
+            req = build_request(ctx, strategy, provider=target.api, model=model,
+                                max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
+            req.read_timeout_s = deadline_ms / 1000
+            out.info = info = StreamInfo()
+            out.strategy = req.strategy
+            svc.metrics.count("upstream.requests")
+            try:
+                async with asyncio.timeout(deadline_ms / 1000) as limit:
+
+                    def answered(limit=limit) -> None:
+                        # The first bytes came: the backend is up (and loaded), so from
+                        # now on the ordinary deadline holds.
+                        nonlocal deadline_ms
+                        self._warm.add(warm_key)
+                        if deadline_ms != s.request_timeout_ms:
+                            deadline_ms = s.request_timeout_ms
+                            limit.reschedule(asyncio.get_running_loop().time() + deadline_ms / 1000)
+
+                    info.on_headers = answered
+                    # With a healing grammar on llama-cpp-python: constrained until the heal
+                    # is out, then a plain continuation (healing.stream_healed).
+                    async with contextlib.aclosing(healing.stream_healed(target.stream, req, info, target.api, plan.heal)) as deltas:
+                        async for delta in deltas:
+                            answered()
+                            delta = unheal.feed(delta)
+                            if unheal.mismatch:  # a candidate that does not continue the cursor's word
+                                svc.metrics.count("heal.mismatch")
+                                break
+                            stop = filt.feed(delta)
+                            if on_delta is not None:
+                                on_delta()
+                            if stop:
+                                svc.metrics.count("upstream.closed_early")
+                                break
+                if filt.done or unheal.mismatch:  # closed before its end: the socket went with it
+                    svc._spare_connection()
+            except TimeoutError:
+                out.deadline_hit = True
+                svc.metrics.count("upstream.deadline")
+                log.info("deadline of %d ms reached with %d chars", deadline_ms, len(filt.raw))
+            except BackendError as err:
+                if err.kind == FIM_UNSUPPORTED and strategy not in rejected:
+                    log.info("model %s refused strategy %s; falling back", model, strategy)
+                    rejected.add(strategy)
+                    continue
+                if err.kind in (CONNECTION, ENGINE):
+                    self._warm.discard(warm_key)  # gone: when it comes back it may load again
+                if err.kind in (RATE_LIMITED, OVERLOADED) and cooldown is not None:
+                    svc.metrics.count("upstream.rate_limited")
+                    if not cooldown.failure(err.retry_after_s):
+                        # One message per episode: later 429/503s of it go to the log.
+                        err = dataclasses.replace(err, actionable=False)
+                svc.backend.record(target, err)
+                svc.reports.error(err)
+                out.error = err
+                return out
+            except asyncio.CancelledError:
+                svc.metrics.count("upstream.cancelled")
+                # Closing a stream mid-way closes its socket (HTTP/1.1); open a spare one
+                # now so the next request does not pay for a TCP and TLS handshake.
+                svc._spare_connection()
+                raise
+            break
+        t_end = time.perf_counter()
+        if info.phases > 1:
+            svc.metrics.count("heal.two_phase")
+        svc.contexts.observe(target, req, info, record=was_warm and not out.deadline_hit)
+        if info.events:
+            self._warm.add(warm_key)
+        if cooldown is not None and info.headers_at:
+            cooldown.success()
+        svc.backend.record(target, None)
+        log.info("upstream stream ended", extra={"fields": {
+            "backend": target.name, "model": model, "strategy": out.strategy,
+            "upstream_trace_id": info.trace_id, "ttft_ms": info.ttft_ms,
+            "events": info.events, "chars": len(filt.raw), "closed_early": filt.done,
+            "truncated": info.truncated, "deadline": out.deadline_hit,
+        }})
+        out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
+        if info.ttft_ms is not None:
+            svc.metrics.observe("upstream_ttft", info.ttft_ms)
+            svc.reports.latency(info, target, svc.metrics.recent("upstream_ttft")[-20:])
+            if was_warm:  # a cold backend's first TTFT includes its model load
+                svc.contexts.observe_load(target, info.ttft_ms)
+        svc.metrics.observe("upstream_stream", out.upstream_ms)
+        svc.metrics.count("upstream.malformed_events", info.malformed_events)
+        generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None
+        svc.metrics.count("tokens.generated", generated if generated is not None else (tokens.count(filt.raw) if filt.raw else 0))
+        if info.truncated:
+            svc.metrics.count("upstream.truncated")
+        return out

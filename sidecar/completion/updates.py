@@ -1,0 +1,52 @@
+"""Update notifications: after a request is answered while its stream still runs, the
+growing suggestion goes to the editor as ``sidecar/inlineCompletionUpdate`` (README
+"Protocol"), while the request is still its document's latest. Each update carries the
+whole text so far for the request (its remainder after what was typed), a sequence
+number from 1, and ``done: true`` on the last one. Only growth is sent (a text that does
+not extend the last one waits for the end). Once the stream is over, the completion
+that follows accepting it is speculated. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .request import Answer, Request
+
+#: ``on_update(request, text, done, seq)`` sends one notification.
+UpdateSink = Callable[[Request, str, bool, int], None]
+
+
+async def send_updates(doc: Any, req: Request, answer: Answer, on_update: UpdateSink, metrics: Any,
+                       speculate: Callable[[Request, str], None]) -> None:
+    """Send ``req``'s updates from ``answer.stream`` until it ends or ``req`` is no longer
+    ``doc.latest``; then ``speculate(req, final_text)``."""
+    s = answer.stream
+    assert s is not None
+    last = answer.text
+    seq = 0
+    while doc.latest is req and not req.superseded.is_set():
+        done = s.done
+        text = s.remainder(answer.typed, req.ctx)
+        if text != last or done:
+            if text.startswith(last) or done:
+                seq += 1
+                on_update(req, text, done, seq)
+                metrics.count("sched.updates_sent")
+                last = text
+        if done:
+            speculate(req, text)
+            return
+        await s.changed()
+
+
+async def speculate_when_done(doc: Any, req: Request, answer: Answer,
+                              speculate: Callable[[Request, str], None]) -> None:
+    """For a client without updates: once ``answer.stream`` is over (and ``req`` still
+    the latest), ``speculate(req, answer.text)``."""
+    s = answer.stream
+    assert s is not None
+    while not s.done and doc.latest is req and not req.superseded.is_set():
+        await s.changed()
+    if s.done and doc.latest is req and not req.superseded.is_set():
+        speculate(req, answer.text)

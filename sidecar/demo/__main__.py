@@ -1,5 +1,0 @@
-"""``python -m sidecar.demo``."""
-
-from .cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""``textDocument/inlineCompletion`` (LSP 3.18) in and out: from the editor's request to
+a scheduler ``Request`` (position → string offset in the negotiated encoding, a selected
+completion-menu item, the windows), and from the answer to an ``InlineCompletionItem``
+(line breaks back to the document's, the accept command with UTF-16 units), plus the
+``sidecar/inlineCompletionUpdate`` notification (README "Protocol"). See
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from lsprotocol import types
+
+from ..completion.context import NotCompletable, build_context
+from ..completion.request import Request
+from .documents import encoding_name
+from .positions import InvalidPosition, offset_at, units_of
+
+log = logging.getLogger(__name__)
+
+#: Command an accepted item runs (arguments: item id, accepted UTF-16 units).
+CMD_ACCEPT = "sidecar.acceptCompletion"
+#: Notification with the growing suggestion of a request (README "Protocol").
+NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
+
+
+async def inline_completion(ls: Any, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+    t0 = time.perf_counter()
+    service = ls.service
+    if service is None:
+        return None
+    try:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        text = doc.source
+    except Exception:  # noqa: BLE001 - unknown document
+        log.warning("inline completion for a document that was never opened: %s", params.text_document.uri)
+        return None
+    encoding = encoding_name(ls.workspace.position_encoding)
+    pos = params.position
+    try:
+        offset = offset_at(text, pos.line, pos.character, encoding)
+    except InvalidPosition as exc:
+        log.warning("invalid position %s:%s in %s: %s", pos.line, pos.character, params.text_document.uri, exc)
+        service.metrics.count("invalid_position")
+        return None
+
+    # A selected completion-menu item: the result must extend it and replace its range.
+    selected = params.context.selected_completion_info if params.context else None
+    replace_range = types.Range(start=pos, end=pos)
+    lead = ""
+    if selected is not None:
+        try:
+            start = offset_at(text, selected.range.start.line, selected.range.start.character, encoding)
+        except InvalidPosition:
+            start = -1
+        if not 0 <= start <= offset:  # a range we cannot use: ignore the menu item
+            log.info("ignored selectedCompletionInfo with an invalid range %s", selected.range)
+            selected = None
+    if selected is not None:
+        lead = selected.text
+        text = text[:start] + lead + text[offset:]
+        offset = start + len(lead)
+        replace_range = selected.range
+
+    try:
+        ctx = build_context(text, offset, doc.language_id or "", *service.windows(),
+                            cursor_line=pos.line if selected is None else None)
+        ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
+    except NotCompletable as exc:
+        log.info("no completion: %s", exc)
+        service.metrics.count("not_completable")
+        return None
+
+    invoked = bool(params.context and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked)
+    req = Request(
+        uri=params.text_document.uri, version=doc.version or 0, ctx=ctx,
+        doc_prefix=_normalize(text[:offset], ctx.eol), doc_suffix=_normalize(text[offset:], ctx.eol),
+        invoked=invoked, place=LspPlace(replace_range, lead, encoding, ctx.eol), t0=t0,
+        updates=ls.client_updates,
+    )
+    pipeline = service.pipeline()  # the scheduler, or the naive baseline (completion/naive.py)
+    answer = await pipeline.request(req)
+    if answer is None:
+        return None
+    service.metrics.count(f"answers.{answer.source}")
+    item_id = service.new_id()
+    handler_ms = (time.perf_counter() - t0) * 1000
+    service.metrics.observe("time_to_suggestion", handler_ms)
+    # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
+    service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - (req.upstream_s + req.waited_s) * 1000))
+    pipeline.shown(item_id, req, answer.text)
+    return types.InlineCompletionList(items=[_item(answer.text, lead, replace_range, ctx.eol, encoding, item_id)])
+
+
+class LspPlace:
+    """Where a request's text goes in the editor (for update notifications)."""
+
+    def __init__(self, replace_range: types.Range, lead: str, encoding: str, eol: str) -> None:
+        self.range = replace_range
+        self.lead = lead
+        self.encoding = encoding
+        self.eol = eol
+
+
+def _normalize(text: str, eol: str) -> str:
+    return text if eol == "\n" else text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _item(text: str, lead: str, replace_range: types.Range, eol: str, encoding: str, item_id: str) -> types.InlineCompletionItem:
+    insert = lead + text
+    if eol != "\n":
+        insert = insert.replace("\n", eol)
+    return types.InlineCompletionItem(
+        insert_text=insert,
+        range=replace_range,
+        command=types.Command(title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(text, encoding)]),
+    )
+
+
+def send_update(ls: Any, req: Request, text: str, done: bool, seq: int) -> None:
+    """``sidecar/inlineCompletionUpdate``: the growing suggestion of the document's latest
+    request. ``version`` is the LSP document version the request was made at, ``seq``
+    counts updates of that request from 1, ``items`` is empty when nothing is left."""
+    place: LspPlace = req.place
+    items = []
+    if text:
+        item = _item(text, place.lead, place.range, place.eol, place.encoding, f"u{req.id}.{seq}")
+        items.append(ls.protocol._converter.unstructure(item))
+    ls.protocol.notify(NOTIFY_UPDATE, {
+        "uri": req.uri,
+        "version": req.version,
+        "position": {"line": place.range.end.line, "character": place.range.end.character},
+        "requestId": req.id,
+        "seq": seq,
+        "items": items,
+        "done": done,
+    })

@@ -1,0 +1,88 @@
+"""pygls' protocol with the sidecar's guarantees (docs/architecture.md, "Rules of the
+house"): a request with invalid params is answered (-32602), never dropped; documents
+apply edits as LSP says (``documents.py``); notification futures are not kept forever
+(pygls 2.1.1, ``docs/upstream/pygls-2.1.1.md``); and no frame written to stdout carries a
+registered secret. Frames are read by ``framing.py``, not by pygls' reader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.protocol import LanguageServerProtocol
+
+from ..observability.redact import redact_registered_bytes
+from .documents import DocumentsProtocolMixin
+
+
+class _Unanswerable:
+    """Stands in for a message pygls could not structure (already answered with an error)."""
+
+    jsonrpc = "unanswerable"
+
+
+class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
+    """pygls' protocol, except that a request whose params do not match the LSP types
+    (a negative line, a bad trigger kind, missing fields) is answered with -32602
+    InvalidParams instead of being dropped unanswered (JSON-RPC 2.0 §5.1), and that its
+    documents apply edits as LSP says (``documents.py``). Frames are read by
+    ``framing.py``, not by pygls' reader."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except (JsonRpcInvalidParams, JsonRpcInternalError):
+            if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
+                err = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+                self._send_response(data["id"], error=err.to_response_error())
+                return _Unanswerable()
+            raise
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _Unanswerable):
+            return
+        super().handle_message(message)
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:
+        """pygls 2.1.1 files the future of every notification it handles with an async or
+        generator handler (``didChange`` goes through a generator) under a fresh UUID in
+        ``_request_futures`` and never removes it: ~1.7 KB per keystroke, without bound.
+        Requests are removed when answered; notifications are removed here once done
+        (nothing can cancel a notification, so nothing needs the entry)."""
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        if callback != self._check_handler_result:
+            return  # a request: pygls pops it when it sends the answer
+        future = self._request_futures.get(msg_id)
+        if future is None:
+            return
+        if future.done():
+            self._request_futures.pop(msg_id, None)
+        else:
+            future.add_done_callback(lambda _f, key=msg_id: self._request_futures.pop(key, None))
+
+    def set_writer(self, writer: Any, *args: Any, **kwargs: Any) -> None:
+        """The last net: no frame written to stdout carries a registered secret."""
+        super().set_writer(_RedactingWriter(writer), *args, **kwargs)
+
+
+class _RedactingWriter:
+    """Writes each frame with the registered secrets (exact values only: completion text
+    is never touched by a pattern) replaced, and its Content-Length fixed to match."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> Any:
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if not sep:
+            return self._writer.write(redact_registered_bytes(data))
+        clean = redact_registered_bytes(body)
+        if clean is not body:
+            lines = [b"Content-Length: %d" % len(clean) if ln.lower().startswith(b"content-length:") else ln
+                     for ln in head.split(b"\r\n")]
+            data = b"\r\n".join(lines) + sep + clean
+        return self._writer.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)

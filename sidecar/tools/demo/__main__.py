@@ -1,0 +1,5 @@
+"""``python -m sidecar.tools.demo``."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""The ``config`` check: the config file and the environment load, as ``sidecar config``
+resolves them. It measures nothing over the network; the value lists mode, provider, base
+URL, model, whether an API key is set (present/absent: the key itself is never printed),
+the local engine, the cache path and the config file.
+
+FAIL: the configuration did not load (the error names the setting), a cloud provider
+without a base URL, or SiliconFlow without an API key. It never WARNs. See
+docs/architecture.md (``config.py``, ``tools/``).
+"""
+
+from __future__ import annotations
+
+from ... import config
+from .base import FAIL, OK
+
+
+class ConfigCheck:
+    """The ``config`` check, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
+
+    def check_config(self) -> None:
+        path = config.config_file_path()
+        file_note = f"{path}" + ("" if path.exists() else " (not found, defaults used)")
+        if self.settings is None:
+            self.add("config", "configuration", FAIL, self.config_error or "invalid configuration",
+                     f"Fix that setting in {path} or in the environment; `sidecar config` shows what is resolved.",
+                     {"config_file": str(path)})
+            return
+        s = self.settings
+        data = {
+            "config_file": str(path),
+            "config_file_exists": path.exists(),
+            "mode": s.resolved_mode,
+            "provider": s.cloud_provider,
+            "base_url": s.resolved_base_url,
+            "model": s.resolved_model if s.cloud_provider else None,
+            "api_key": "present" if s.api_key else "absent",
+            "local_engine": s.local_engine,
+            "cache_path": str(s.resolved_cache_path) if s.cache_enabled else None,
+        }
+        if s.cloud_provider:
+            cloud = f"provider {s.cloud_provider}, base URL {s.resolved_base_url}, model {s.resolved_model}"
+            if s.provider_note:  # SILICONFLOW_API_KEY with a host that is not SiliconFlow's
+                cloud += f" ({s.provider_note})"
+                data["provider_note"] = s.provider_note
+        else:
+            cloud = "no cloud backend"
+        value = (f"mode {s.resolved_mode}, {cloud}, API key {data['api_key']}, local engine {s.local_engine}, "
+                 f"cache {data['cache_path'] or 'off'}; config file {file_note}")
+        if s.cloud_provider and not s.resolved_base_url:
+            self.add("config", "configuration", FAIL, value,
+                     "provider 'openai' needs a base URL: set SIDECAR_BASE_URL (or base_url in the config file).", data)
+            return
+        if s.cloud_provider == "siliconflow" and not s.api_key:
+            self.add("config", "configuration", FAIL, value,
+                     "SiliconFlow needs an API key: set SILICONFLOW_API_KEY (or api_key in the config file).", data)
+            return
+        self.add("config", "configuration", OK, value, "", data)
