@@ -139,8 +139,7 @@ async def test_real_corruption_is_still_moved_aside(tmp_path):
     reopens = store.reopens
     await store._on_error(sqlite3.DatabaseError("database disk image is malformed"), store._db)
     deadline = time.monotonic() + 10
-    # Wait for the reconnect to finish (``reopens``), not for ``_db``: the connection is
-    # set before the new file has its schema, and a flush in between finds no table.
+    # Wait for the reconnect to finish (``reopens``).
     while not corrupt_files(tmp_path) or store._db is None or store.reopens == reopens:
         assert time.monotonic() < deadline, "a malformed file was not moved aside and recreated"
         await asyncio.sleep(0.02)
@@ -148,6 +147,34 @@ async def test_real_corruption_is_still_moved_aside(tmp_path):
     cache.put(key("after = "), "1", partial=False)
     await store.flush()
     assert "1" in rows(path).values()
+    await cache.close()
+
+
+async def test_a_reconnect_never_shows_a_file_without_its_table(tmp_path):
+    # While the flush task recreates a moved-aside file, every connection the store hands
+    # out (``_db``) already has the schema: a lookup in between is a miss, never
+    # "no such table".
+    path = tmp_path / "c.sqlite3"
+    cache = new_cache(path)
+    await cache.open()
+    store = cache.store
+    seen: list[object] = [store._db]
+    for _ in range(3):
+        reopens = store.reopens
+        await store._on_error(sqlite3.DatabaseError("database disk image is malformed"), store._db)
+        deadline = time.monotonic() + 10
+        while store.reopens == reopens:
+            assert time.monotonic() < deadline, "the malformed file was not recreated"
+            db = store._db
+            if db is not None and db not in seen:
+                seen.append(db)
+                async with db.execute("SELECT COUNT(*) FROM entries") as cur:  # raises without the table
+                    await cur.fetchone()
+            await asyncio.sleep(0)
+        assert store._db is not None and store._db not in seen
+        async with store._db.execute("SELECT COUNT(*) FROM entries") as cur:
+            assert (await cur.fetchone())[0] == 0
+        seen.append(store._db)
     await cache.close()
 
 

@@ -104,9 +104,10 @@ class _Connection:
         return True
 
     async def _connect(self) -> None:
-        """Connect ``self._db`` and check, migrate and protect the file. Raises _Closed
-        (with the connection left in ``self._db`` for the caller to close) when the store
-        was closed meanwhile."""
+        """Connect, check, migrate and protect the file, and only then make the
+        connection ``self._db``: until the schema is there, readers and writers see no
+        connection (a miss), never a file without its table. Raises _Closed when the
+        store was closed meanwhile; on any failure the new connection is closed here."""
         if self.closed:
             raise _Closed()
         old_umask = os.umask(0o077)
@@ -114,9 +115,25 @@ class _Connection:
             db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
         finally:
             os.umask(old_umask)
-        self._db = db
-        if self.closed:
-            raise _Closed()
+        try:
+            if self.closed:
+                raise _Closed()
+            ident = await self._prepare(db)
+            if self.closed:
+                raise _Closed()
+        except asyncio.CancelledError:
+            db.stop()
+            raise
+        except BaseException:
+            try:
+                await db.close()
+            except Exception:  # noqa: BLE001 - closing a broken handle
+                db.stop()
+            raise
+        self._db, self._ident = db, ident
+
+    async def _prepare(self, db: aiosqlite.Connection) -> tuple[int, int]:
+        """Check, migrate and protect the file behind ``db``; returns its (device, inode)."""
         await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         async with db.execute("PRAGMA quick_check") as cur:
             row = await cur.fetchone()
@@ -145,9 +162,7 @@ class _Connection:
             if p.exists():
                 os.chmod(p, 0o600)
         st = os.stat(self.path)
-        self._ident = (st.st_dev, st.st_ino)
-        if self.closed:
-            raise _Closed()
+        return (st.st_dev, st.st_ino)
 
     async def _close_db(self) -> None:
         """Close the current connection (once: it is detached before the await, so a
