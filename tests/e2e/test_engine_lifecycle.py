@@ -222,7 +222,7 @@ async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(t
         assert updates, "no suggestion arrived within 15 s"
         assert client.sidecar_updates[-1][1]["done"], "the suggestion did not finish within 15 s"
         assert updates[-1]["items"][0]["insertText"] == "(xs)"
-        assert again is not None and again.items[0].insert_text == "(xs)" and again_s < 0.5
+        assert again is not None and again.items[0].insert_text == "(xs)" and again_s < 1.5  # from the stream, no new load
         assert sim.loads_started == 1 and sim.loads_completed == 1
 
 
