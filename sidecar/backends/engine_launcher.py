@@ -20,7 +20,9 @@ imports the model. The cost: no weight repacking (CPU_REPACK/AMX), which for the
 
 ``SIDECAR_ENGINE_FAULT=segv_on_prompt`` makes the engine kill itself with SIGSEGV on the
 first evaluation of more than one token, the way the AMX crash looks from outside (a
-one-token warm-up passes). It exists for tests of the demo, doctor and restart policy.
+one-token warm-up passes). ``SIDECAR_ENGINE_FAULT=slow_prompt`` adds 1 s to every
+evaluation of more than one token, as a long prompt on a busy CPU does. They exist for
+tests of the demo, doctor, restart policy and deadlines.
 """
 
 from __future__ import annotations
@@ -57,21 +59,26 @@ def disable_extra_buffer_types() -> None:
 
 
 def install_fault(kind: str) -> None:
-    """Test hook: ``segv_on_prompt`` crashes on the first multi-token evaluation."""
-    if kind != "segv_on_prompt":
+    """Test hook: ``segv_on_prompt`` crashes on the first multi-token evaluation;
+    ``slow_prompt`` sleeps 1 s before each one."""
+    if kind not in ("segv_on_prompt", "slow_prompt"):
         return
+    import time
+
     import llama_cpp
 
     original_eval = llama_cpp.Llama.eval
 
-    def crashing_eval(self, tokens):  # type: ignore[no-untyped-def]
-        if len(tokens) > 1:
+    def faulty_eval(self, tokens):  # type: ignore[no-untyped-def]
+        if len(tokens) > 1 and kind == "segv_on_prompt":
             sys.stderr.write("sidecar engine launcher: injected fault: SIGSEGV on a multi-token prompt\n")
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGSEGV)
+        if len(tokens) > 1 and kind == "slow_prompt":
+            time.sleep(1.0)
         return original_eval(self, tokens)
 
-    llama_cpp.Llama.eval = crashing_eval  # type: ignore[method-assign]
+    llama_cpp.Llama.eval = faulty_eval  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -133,7 +133,12 @@ class StreamRunner:
                             deadline_ms = s.request_timeout_ms
                             limit.reschedule(asyncio.get_running_loop().time() + deadline_ms / 1000)
 
-                    info.on_headers = answered
+                    # A managed engine (our own llama-cpp-python server) sends its headers
+                    # before it has read the prompt: there the first text, not the headers,
+                    # shows the load is over (a first long prompt on a busy CPU was cut at
+                    # the ordinary deadline and its suggestion never came). Elsewhere the
+                    # headers do, so a cloud that stalls after them is bounded as usual.
+                    info.on_headers = answered if target.engine is None else None
                     # With a healing grammar on llama-cpp-python: constrained until the heal
                     # is out, then a plain continuation (healing.stream_healed).
                     async with contextlib.aclosing(healing.stream_healed(target.stream, req, info, target.api, plan.heal)) as deltas:

@@ -138,6 +138,26 @@ async def test_auto_prefers_local_and_falls_back_to_cloud(tmp_path, cloud):
     assert any("using the cloud backend" in m.message for m in client.messages)
 
 
+async def test_first_prompt_slower_than_the_deadline_still_comes_as_an_update(tmp_path):
+    """The managed engine sends its headers before it reads the prompt. After a cold start
+    the first prompt takes 1 s more (``slow_prompt``: a long prompt on a busy CPU) than
+    the 300 ms deadline: the loader must run on to the first text, and its suggestion
+    arrives as an update (it was cut 300 ms after the headers, and never came)."""
+    env = sidecar_env(tmp_path, SIDECAR_REQUEST_TIMEOUT_MS="300", SIDECAR_ENGINE_FAULT="slow_prompt")
+    async with sidecar(env, init_options={"temperature": 0}) as client:
+        open_doc(client, "file:///w/c.py", TEXT)
+        t0 = time.monotonic()
+        await ask(client, "file:///w/c.py", 3, 11)
+        elapsed = time.monotonic() - t0
+        deadline = time.monotonic() + 30
+        while not any(u["items"] for _t, u in client.sidecar_updates):
+            assert time.monotonic() < deadline, "the slow first prompt never produced a suggestion"
+            await asyncio.sleep(0.1)
+        st = await stats(client)
+    assert elapsed < 0.3 + 1.5, f"the first request took {elapsed:.2f} s"
+    assert st["counters"].get("sched.loader_streams") == 1
+
+
 async def test_short_deadline_never_cuts_off_a_cold_model_load(tmp_path):
     """The engine takes seconds to load; the request deadline is 300 ms. The LSP request is
     answered on time, the load goes on in the background, and its suggestion arrives as an
