@@ -80,7 +80,9 @@ class Backend(Protocol):
     to (``""`` when there is none yet); ``engine`` the managed engine process of the
     embedded default (None otherwise); ``cooldown`` its 429/503 state
     (``ratelimit.CoolDown``, None for a backend that never cools down); ``ready`` False
-    while a managed engine is known to be down."""
+    while a managed engine is known to be down; ``headers_before_prompt`` True when the
+    response headers come before the prompt is read (llama-cpp-python's server), so
+    they do not show that the model is loaded: only the first text does."""
 
     name: str
     model: str
@@ -90,6 +92,7 @@ class Backend(Protocol):
     engine: Any
     cooldown: Any
     ready: bool
+    headers_before_prompt: bool
     #: Notices that need no action (engine restarts): the service wires its log channel.
     notify: Callable[[str], None]
     #: ``progress(kind, message)`` around model loads, ``kind`` ``begin`` or ``end``.
@@ -142,6 +145,7 @@ class BackendBase:
     engine: Any = None
     cooldown: Any = None
     ready: bool = True
+    headers_before_prompt: bool = False
 
     def __init__(self) -> None:
         self.notify: Callable[[str], None] = lambda _msg: None

@@ -69,13 +69,16 @@ def install_fault(kind: str) -> None:
 
     original_eval = llama_cpp.Llama.eval
 
+    def crash() -> None:
+        sys.stderr.write("sidecar engine launcher: injected fault: SIGSEGV on a multi-token prompt\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    fault = crash if kind == "segv_on_prompt" else (lambda: time.sleep(1.0))
+
     def faulty_eval(self, tokens):  # type: ignore[no-untyped-def]
-        if len(tokens) > 1 and kind == "segv_on_prompt":
-            sys.stderr.write("sidecar engine launcher: injected fault: SIGSEGV on a multi-token prompt\n")
-            sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGSEGV)
-        if len(tokens) > 1 and kind == "slow_prompt":
-            time.sleep(1.0)
+        if len(tokens) > 1:
+            fault()
         return original_eval(self, tokens)
 
     llama_cpp.Llama.eval = faulty_eval  # type: ignore[method-assign]

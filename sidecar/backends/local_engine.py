@@ -54,6 +54,7 @@ class LocalEngineBackend(BackendBase):
 
     kind = "local"
     api = "llama-cpp-python"
+    headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
 
     def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000) -> None:
         super().__init__()

@@ -133,12 +133,10 @@ class StreamRunner:
                             deadline_ms = s.request_timeout_ms
                             limit.reschedule(asyncio.get_running_loop().time() + deadline_ms / 1000)
 
-                    # A managed engine (our own llama-cpp-python server) sends its headers
-                    # before it has read the prompt: there the first text, not the headers,
-                    # shows the load is over (a first long prompt on a busy CPU was cut at
-                    # the ordinary deadline and its suggestion never came). Elsewhere the
-                    # headers do, so a cloud that stalls after them is bounded as usual.
-                    info.on_headers = answered if target.engine is None else None
+                    # Headers show the backend is up, so a cloud that stalls after them is
+                    # bounded as usual; where they come before the prompt is read, only the
+                    # first text does (a slow first prompt was cut 300 ms after them).
+                    info.on_headers = None if target.headers_before_prompt else answered
                     # With a healing grammar on llama-cpp-python: constrained until the heal
                     # is out, then a plain continuation (healing.stream_healed).
                     async with contextlib.aclosing(healing.stream_healed(target.stream, req, info, target.api, plan.heal)) as deltas:

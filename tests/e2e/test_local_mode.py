@@ -138,6 +138,20 @@ async def test_auto_prefers_local_and_falls_back_to_cloud(tmp_path, cloud):
     assert any("using the cloud backend" in m.message for m in client.messages)
 
 
+async def ask_then_wait_for_update(client, uri, line, col, *, wait_s, what):
+    """Ask once at (line, col) (0-based, UTF-16); returns the seconds the answer took,
+    after a ``sidecar/inlineCompletionUpdate`` with items has come (fails after ``wait_s``
+    seconds with ``what``)."""
+    t0 = time.monotonic()
+    await ask(client, uri, line, col)
+    elapsed = time.monotonic() - t0
+    deadline = time.monotonic() + wait_s
+    while not any(u["items"] for _t, u in client.sidecar_updates):
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.1)
+    return elapsed
+
+
 async def test_first_prompt_slower_than_the_deadline_still_comes_as_an_update(tmp_path):
     """The managed engine sends its headers before it reads the prompt. After a cold start
     the first prompt takes 1 s more (``slow_prompt``: a long prompt on a busy CPU) than
@@ -146,13 +160,8 @@ async def test_first_prompt_slower_than_the_deadline_still_comes_as_an_update(tm
     env = sidecar_env(tmp_path, SIDECAR_REQUEST_TIMEOUT_MS="300", SIDECAR_ENGINE_FAULT="slow_prompt")
     async with sidecar(env, init_options={"temperature": 0}) as client:
         open_doc(client, "file:///w/c.py", TEXT)
-        t0 = time.monotonic()
-        await ask(client, "file:///w/c.py", 3, 11)
-        elapsed = time.monotonic() - t0
-        deadline = time.monotonic() + 30
-        while not any(u["items"] for _t, u in client.sidecar_updates):
-            assert time.monotonic() < deadline, "the slow first prompt never produced a suggestion"
-            await asyncio.sleep(0.1)
+        elapsed = await ask_then_wait_for_update(client, "file:///w/c.py", 3, 11, wait_s=30,
+                                                 what="the slow first prompt never produced a suggestion")
         st = await stats(client)
     assert elapsed < 0.3 + 1.5, f"the first request took {elapsed:.2f} s"
     assert st["counters"].get("sched.loader_streams") == 1
@@ -166,13 +175,8 @@ async def test_short_deadline_never_cuts_off_a_cold_model_load(tmp_path):
     # Temperature 0: the tiny model's answer here is then always the same non-empty line.
     async with sidecar(env, init_options={"temperature": 0}) as client:
         open_doc(client, "file:///w/c.py", TEXT)
-        t0 = time.monotonic()
-        await ask(client, "file:///w/c.py", 3, 11)
-        elapsed = time.monotonic() - t0
-        deadline = time.monotonic() + 120
-        while not any(u["items"] for _t, u in client.sidecar_updates):
-            assert time.monotonic() < deadline, "the cold load never produced a suggestion"
-            await asyncio.sleep(0.1)
+        elapsed = await ask_then_wait_for_update(client, "file:///w/c.py", 3, 11, wait_s=120,
+                                                 what="the cold load never produced a suggestion")
         t1 = time.monotonic()
         again = await ask(client, "file:///w/c.py", 3, 11)
         again_s = time.monotonic() - t1

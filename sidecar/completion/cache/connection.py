@@ -81,10 +81,8 @@ class _Connection:
                 self.stop_sync()
                 raise
             except _Closed:
-                await self._close_db()
                 return False
             except (sqlite3.Error, OSError, ValueError) as exc:
-                await self._close_db()
                 if self.closed:  # closed under us: not the file's fault
                     return False
                 if _is_busy(exc) and attempt < 9:

@@ -94,9 +94,8 @@ class _Recovery:
             self.stop_sync()
             raise
         except _Closed:
-            await self._close_db()
+            pass
         except (sqlite3.Error, OSError, ValueError) as exc:
-            await self._close_db()
             if not self.closed:
                 self._disable(f"cannot recreate {self.path}: {exc}")
 
