@@ -25,7 +25,7 @@ EDITOR_FILES = [
 setup(
     packages=[*find_packages(include=["sidecar", "sidecar.*"]), "sidecar._editors", "sidecar.tools.demo.data"],
     package_dir={"sidecar._editors": "editors", "sidecar.tools.demo.data": "fixtures/demo"},
-    package_data={"sidecar._editors": EDITOR_FILES},
+    package_data={"sidecar._editors": EDITOR_FILES, "sidecar.models": ["licenses/*.txt"]},
     # Only what is listed here: editors/vscode holds node_modules and build output.
     include_package_data=False,
 )

@@ -1,5 +1,5 @@
 """The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``,
-``cache``, ``stats``, ``doctor``, ``bench``, ``install-editor``."""
+``cache``, ``stats``, ``doctor``, ``bench``, ``install-editor``, ``model``."""
 
 from __future__ import annotations
 
@@ -119,6 +119,12 @@ def _stats(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _model(args: argparse.Namespace) -> int:
+    from .models.cli import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
@@ -142,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("cache", help="show or clear the completion cache file")
     p.add_argument("action", choices=("stats", "clear"))
     p.set_defaults(fn=_cache)
+    from .models.cli import add_arguments as model_arguments
+
+    p = sub.add_parser("model", help="list, pull, use, locate or remove local code models (see model --help)")
+    model_arguments(p)
+    p.set_defaults(fn=_model)
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "simulate":  # its own parser owns every option after the word
         from .tools.simulator.__main__ import main as sim_main

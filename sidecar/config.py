@@ -71,10 +71,13 @@ class Settings:
     http2: bool = False
     local_engine: str = "managed"  # managed | llama-server | ollama | openai
     local_url: str | None = None  # root URL of an external engine (llama-server, Ollama) or its /v1 base
-    local_model: str | None = None  # model name an external engine serves (e.g. an Ollama tag)
-    local_model_path: str | None = None
+    # Managed engine: a catalog name (`sidecar model list`) or "auto" (None: auto; the
+    # installed code model that fits, else the shipped SmolLM2; sidecar/models/select.py).
+    # External engine: the model name it serves (e.g. an Ollama tag).
+    local_model: str | None = None
+    local_model_path: str | None = None  # a GGUF file for the managed engine; wins over local_model
     local_n_ctx: int = 2048
-    local_n_gpu_layers: int = 0
+    local_n_gpu_layers: int | None = None  # None: every layer when the engine build has a GPU backend, else 0
     local_threads: int | None = None
     scheduling: str = "adaptive"  # adaptive | naive (no debounce, no reuse: a baseline)
     debounce_min_ms: int = 50

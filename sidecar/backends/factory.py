@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..config import Settings
+from ..models.select import choose as choose_local_model
 from .local_engine import LocalEngineBackend
 from .managed_engine import ManagedEngine
 from .openai_compat import OpenAICompatBackend
@@ -48,8 +49,9 @@ def build_cloud(settings: Settings) -> OpenAICompatBackend:
 
 
 def build_local(settings: Settings) -> Any:
-    """The local side: the managed llama-cpp-python engine (the shipped SmolLM2 GGUF by
-    default), or an external engine at ``local_url``: llama.cpp's ``llama-server``,
+    """The local side: the managed llama-cpp-python engine with the model that
+    ``local_model`` / ``local_model_path`` select (:mod:`sidecar.models.select`: by
+    default the installed code model that fits, else the shipped SmolLM2 GGUF), or an external engine at ``local_url``: llama.cpp's ``llama-server``,
     Ollama, or any OpenAI-compatible server (vLLM, SGLang, LM Studio). An external engine
     gets only its own key (``local_api_key``, as a Bearer token) and ``local_headers``,
     never the cloud's ``api_key`` or ``headers``; the managed engine gets neither. Proxy
@@ -57,8 +59,9 @@ def build_local(settings: Settings) -> Any:
     loopback."""
     engine = settings.local_engine
     if engine == "managed":
+        choice = choose_local_model(settings.local_model, settings.local_model_path)
         managed = ManagedEngine(
-            settings.local_model_path,
+            str(choice.path) if choice.path else None,
             n_ctx=settings.local_n_ctx,
             n_gpu_layers=settings.local_n_gpu_layers,
             threads=settings.local_threads,
@@ -68,6 +71,7 @@ def build_local(settings: Settings) -> Any:
             managed,
             cold_start_timeout_ms=settings.cold_start_timeout_ms,
             read_timeout_ms=settings.request_timeout_ms,
+            choice=choice,
         )
     url = settings.local_url
     assert url, "validated in config.build"

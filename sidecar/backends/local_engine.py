@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 
+from ..models.select import LocalModelChoice
 from .base import BackendBase, StreamInfo, UpstreamRequest
 from .engine_setup import SHIPPED_MODEL_NAME, shipped_model_path
 from .engine_start import EngineStartError, describe_exit, warmup_prompt
@@ -56,11 +57,16 @@ class LocalEngineBackend(BackendBase):
     api = "llama-cpp-python"
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
 
-    def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000) -> None:
+    def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000,
+                 choice: LocalModelChoice | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.name = "local engine (llama-cpp-python)"
+        # The model name is the GGUF's file stem: the prompt builder picks the FIM
+        # template by it (``qwen2.5-coder-0.5b-instruct`` -> Qwen's FIM tokens).
         self.model = (engine.model_path.stem if engine.model_path else SHIPPED_MODEL_NAME)
+        self.choice = choice
+        self._noted = False
         self.cold_start_timeout_s = cold_start_timeout_ms / 1000
         self._read_timeout_ms = read_timeout_ms
         self._client: OpenAICompatBackend | None = None
@@ -69,10 +75,16 @@ class LocalEngineBackend(BackendBase):
         self._start_crashes = 0
         self.restarts = 0
         self.permanent_error: BackendError | None = None
+        if choice is not None and choice.error:  # the configured model cannot be had: say how, start nothing
+            self.permanent_error = BackendError(ENGINE, choice.error, permanent=True)
 
     def start(self) -> None:
         """Spawn the engine and begin waiting for it in the background (idempotent while
         it is starting or running; nothing after a permanent failure)."""
+        if self.choice is not None and self.choice.note and not self._noted:
+            self._noted = True  # said once per backend, on the log channel
+            log.warning("%s", self.choice.note)
+            self.notify(self.choice.note)
         if self._ready is None and self.permanent_error is None:
             self._ready = asyncio.ensure_future(self._start(0.0))
 

@@ -57,17 +57,23 @@ class ManagedEngine:
     (:mod:`sidecar.backends.engine_launcher`, which keeps the weights out of llama.cpp's
     extra buffer types; see there why).
 
-    ``n_ctx`` is in tokens; ``n_gpu_layers`` follows llama.cpp (0 = CPU only, -1 = all).
+    ``n_ctx`` is in tokens; ``n_gpu_layers`` follows llama.cpp (0 = CPU only, -1 = all;
+    None = all when the installed build has a GPU backend, else 0).
     The engine's own output goes to ``<platform log dir>/sidecar/engine.log``, never to our
     stdout (the LSP channel). The child's environment holds no secret
     (:func:`sidecar.backends.child_env.child_environment`); ``secrets`` are values to
     keep out of it even under an allowed name (the configured API key).
     """
 
-    def __init__(self, model_path: str | None, *, n_ctx: int = 2048, n_gpu_layers: int = 0, threads: int | None = None,
+    def __init__(self, model_path: str | None, *, n_ctx: int = 2048, n_gpu_layers: int | None = 0,
+                 threads: int | None = None,
                  secrets: tuple[str | None, ...] = ()) -> None:
         self.model_path = Path(model_path) if model_path else None
         self.n_ctx = n_ctx
+        if n_gpu_layers is None:  # the default: every layer where the build can offload
+            from ..models.hardware import engine_offloads
+
+            n_gpu_layers = -1 if engine_offloads() else 0
         self.n_gpu_layers = n_gpu_layers
         self.threads = threads
         self.secrets = secrets
@@ -97,6 +103,10 @@ class ManagedEngine:
             "--port", str(self.port),
             "--n_ctx", str(self.n_ctx),
             "--n_gpu_layers", str(self.n_gpu_layers),
+            # Logits for the last token only: the server's default (True) computes them for
+            # every prompt token, a n_ctx x vocabulary buffer (152k tokens for Qwen2.5-Coder):
+            # a cold 1,500-token prompt took ~30 % longer and 3x the memory (DESIGN.md §6).
+            "--logits_all", "False",
         ]
         if self.threads:
             cmd += ["--n_threads", str(self.threads)]

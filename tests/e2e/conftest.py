@@ -36,6 +36,10 @@ def sidecar_env(tmp_path: Path, **env: str) -> dict[str, str]:
         # Speculative prefetch adds upstream requests of its own; tests that count upstream
         # requests for other features run without it, and tests/e2e/test_prefetch.py turns it on.
         SIDECAR_PREFETCH="false",
+        # The managed engine's model is pinned to the shipped SmolLM2 (fast, no download):
+        # local_model "auto" would pick an installed code model. Tests of the code model
+        # pass SIDECAR_LOCAL_MODEL themselves.
+        SIDECAR_LOCAL_MODEL="smollm2-135m",
     )
     if "SILICONFLOW_API_KEY" in env:
         base["SIDECAR_PROVIDER"] = "siliconflow"

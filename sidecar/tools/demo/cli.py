@@ -29,6 +29,20 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+#: ``--tiny``: the managed engine's model setting and the shipped model it names.
+TINY_ENV = ("SIDECAR_LOCAL_MODEL", "smollm2-135m")
+
+
+def demo_env(pairs: list[tuple[str, str]] | None, tiny: bool = False) -> dict[str, str] | None:
+    """The extra server environment for ``--env`` ``pairs`` (later ones win) and ``--tiny``:
+    ``SIDECAR_LOCAL_MODEL=smollm2-135m`` (the shipped SmolLM2-135M instead of the installed
+    code model) unless ``pairs`` set ``SIDECAR_LOCAL_MODEL`` themselves. None when empty."""
+    env = dict(pairs) if pairs else {}
+    if tiny:
+        env.setdefault(*TINY_ENV)
+    return env or None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the demo's options to ``parser`` (for a ``demo`` subcommand)."""
     parser.add_argument(
@@ -46,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(default: python -m sidecar serve)")
     parser.add_argument("--env", type=_env_pair, action="append", default=None, metavar="KEY=VALUE",
                         help="extra environment variable for the server (repeatable)")
+    parser.add_argument("--tiny", action="store_true",
+                        help="run the local engine on the shipped SmolLM2-135M (nothing to download, "
+                             "weak suggestions) instead of the installed code model: sets "
+                             "SIDECAR_LOCAL_MODEL=smollm2-135m for the server unless --env sets it")
     parser.add_argument("--json-out", default=None, metavar="PATH",
                         help="also write the summary as JSON to PATH")
     parser.add_argument("--request-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
@@ -60,7 +78,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     arguments, 130 when interrupted."""
     from .runner import run_demo
 
-    env = dict(args.env) if getattr(args, "env", None) else None
+    env = demo_env(getattr(args, "env", None), tiny=bool(getattr(args, "tiny", False)))
     try:
         summary = asyncio.run(
             run_demo(

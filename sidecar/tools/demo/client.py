@@ -75,7 +75,9 @@ class ServerSession:
     """A running LSP server and the one document the demo edits.
 
     ``on_message(kind, text)`` receives ``window/showMessage`` and ``sidecar/status``
-    notifications; ``on_log(text)`` receives ``window/logMessage`` texts (also kept in
+    notifications (a status as one ``key=value`` line); ``on_status(params)`` also receives
+    each ``sidecar/status`` payload as a plain dict (its ``model``, ``side``, ``health``...);
+    ``on_log(text)`` receives ``window/logMessage`` texts (also kept in
     ``log_messages``); ``on_update(params)`` receives ``sidecar/inlineCompletionUpdate``
     params as a plain dict. All run on the event loop and must not block.
     """
@@ -86,8 +88,10 @@ class ServerSession:
         on_update: Callable[[dict], None] | None = None,
         stderr_lines: int = 40,
         on_log: Callable[[str], None] | None = None,
+        on_status: Callable[[Any], None] | None = None,
     ) -> None:
         self._on_message = on_message or (lambda kind, text: None)
+        self._on_status = on_status or (lambda params: None)
         self._on_update = on_update or (lambda params: None)
         self._on_log = on_log or (lambda text: None)
         self.client = _Client()
@@ -119,7 +123,9 @@ class ServerSession:
 
         @c.feature(STATUS_METHOD)
         def _status(params: Any) -> None:
-            self._on_message("status", _format_status(plain(params)))
+            payload = plain(params)
+            self._on_status(payload)
+            self._on_message("status", _format_status(payload))
 
         @c.feature(UPDATE_METHOD)
         def _update(params: Any) -> None:

@@ -73,6 +73,28 @@ def ghost_text(item: types.InlineCompletionItem, line_text: str, cursor: int) ->
     return text
 
 
+def backend_label(status: dict[str, Any]) -> str | None:
+    """Where a ``sidecar/status`` payload says its model runs: "local engine" (the managed
+    llama-cpp-python engine), "cloud: SiliconFlow", an external engine's name, or None."""
+    backend, side = status.get("backend"), status.get("side")
+    if isinstance(backend, str) and backend.startswith("local engine"):
+        return "local engine"
+    if side == "cloud":
+        return f"cloud: {backend}" if backend else "cloud"
+    return str(backend or side) if (backend or side) else None
+
+
+def model_text(s: dict[str, Any]) -> str:
+    """The summary's ``model`` line: the model of the server's last ``sidecar/status`` and
+    where it runs, e.g. "qwen2.5-coder-0.5b-instruct (local engine)"."""
+    model = s.get("model")
+    if not model:
+        return ("unknown (the server sent no status)" if not s.get("last_status")
+                else "unknown (the server's status names none)")
+    where = s.get("model_backend")
+    return f"{model} ({where})" if where else str(model)
+
+
 def _utf16_prefix(line: str, units: int) -> int:
     """Code-point index of UTF-16 column ``units`` in ``line`` (clamped)."""
     count = 0
@@ -197,11 +219,17 @@ class Reporter:
         extra_items: int = 0,
         updates: int = 0,
         first_update_ms: float | None = None,
+        late_ms: float | None = None,
     ) -> None:
-        """Show one answered pause: the cursor line with the ghost text and the time."""
+        """Show one answered pause: the cursor line with the ghost text and the time.
+        ``late_ms``: the answer was empty and the suggestion came after it as updates,
+        its text after ``late_ms``."""
         self._clear_live()
         meta = f"{elapsed_ms:.0f} ms"
-        if updates:
+        if late_ms is not None:
+            meta = (f"{late_ms:.0f} ms (the answer at {elapsed_ms:.0f} ms was empty; the suggestion "
+                    f"followed in {updates} update{'s' if updates != 1 else ''})")
+        elif updates:
             meta += f", {updates} streamed updates, first after {first_update_ms:.0f} ms"
         if extra_items:
             meta += f", +{extra_items} more item{'s' if extra_items > 1 else ''}"
@@ -232,14 +260,19 @@ class Reporter:
         self._clear_live()
         self._write(self._bold(f"  ✗ pause {index}/{total}") + f" at {line_no}:{column} ({reason}): {error}\n")
 
-    def cold_start(self, elapsed_ms: float, ghost: str | None, error: str | None) -> None:
+    def cold_start(self, elapsed_ms: float, ghost: str | None, error: str | None,
+                   late_ms: float | None = None) -> None:
         self._clear_live()
         if error:
             self.println(f"  cold start: FAILED after {elapsed_ms:.0f} ms: {error}")
         else:
             first = (ghost or "").split("\n")[0]
             shown = f": {self._dim(first[:60])}" if first.strip() else " (empty suggestion)"
-            self.println(f"  cold start: first answer after {elapsed_ms:.0f} ms{shown}")
+            if late_ms is not None:
+                self.println(f"  cold start: empty answer after {elapsed_ms:.0f} ms, "
+                             f"the suggestion followed as an update after {late_ms:.0f} ms{shown}")
+            else:
+                self.println(f"  cold start: first answer after {elapsed_ms:.0f} ms{shown}")
 
     def stderr_tail(self, lines: list[str]) -> None:
         if not lines:
@@ -257,6 +290,7 @@ class Reporter:
 
         self.println()
         self.println(self._bold("summary"))
+        self.println(f"  model                {model_text(s)}")
         self.println(f"  pauses               {s['pauses']} (planned {s['planned_pauses']})")
         self.println(f"  answered             {s['answered']}/{s['pauses']}")
         self.println(f"  non-empty            {s['non_empty']}/{s['pauses']}")
@@ -267,7 +301,15 @@ class Reporter:
         fu = s.get("first_update_ms") or {}
         if fu.get("count"):
             self.println(f"  first streamed text  p50 {ms(fu['p50'])} · max {ms(fu['max'])}")
-        self.println(f"  cold start           {ms(s['cold_start_ms'])}")
+        cold_late = s.get("cold_start_suggestion_ms")
+        late_note = (f" (empty; the suggestion followed after {ms(cold_late)})"
+                     if cold_late is not None and s["cold_start_ms"] is not None and cold_late != s["cold_start_ms"]
+                     else "")
+        self.println(f"  cold start           {ms(s['cold_start_ms'])}{late_note}")
+        if s.get("late_suggestions"):
+            n = s["late_suggestions"]
+            self.println(f"  late suggestions     {n} (empty answer at the server's deadline, then the "
+                         f"suggestion as update{'s' if n > 1 else ''}; timed at their text)")
         server = s.get("server_latency_ms") or {}
         for key, label in (("upstream_ttft", "backend TTFT       "), ("sidecar_overhead", "sidecar overhead   ")):
             st = server.get(key)

@@ -12,14 +12,14 @@ import re
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
 from .client import ServerSession
-from .report import Reporter, ghost_text, item_text, latency_stats
+from .report import Reporter, backend_label, ghost_text, item_text, latency_stats
 from .typist import TypingPlan, plan_typing, utf16_len
 
 
@@ -85,7 +85,9 @@ def server_environment(extra: dict[str, Any] | None, default_command: bool) -> d
 
 @dataclass
 class _Watch:
-    """The pause currently waiting for an answer, for matching streamed updates."""
+    """The request (a pause or the cold start) currently waiting for its suggestion, for
+    matching streamed updates. ``text`` is the latest update's text, ``done`` whether the
+    server marked an update as the last, ``text_ms`` when the first non-empty text came."""
 
     uri: str
     version: int
@@ -95,6 +97,21 @@ class _Watch:
     updates: int = 0
     first_update_ms: float | None = None
     text: str = ""
+    done: bool = False
+    text_ms: float | None = None
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def next_update(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` seconds for the next matching update."""
+        self.arrived.clear()
+        try:
+            await asyncio.wait_for(self.arrived.wait(), max(timeout_s, 0.0))
+        except asyncio.TimeoutError:
+            pass
+
+
+def _has_text(items: list[types.InlineCompletionItem]) -> bool:
+    return bool(items) and bool(item_text(items[0]).strip())
 
 
 class LogTrap(logging.Handler):
@@ -220,7 +237,10 @@ async def run_demo(
     ``speed`` divides all typing delays (1.0 is about 8 keys per second), ``seed``
     fixes every random choice and ``pauses`` is the number of stops at which an
     automatic inline completion is requested and shown. Each request may take
-    ``request_timeout`` seconds (the cold-start warm-up twice that).
+    ``request_timeout`` seconds (the cold-start warm-up twice that); an empty answer
+    whose suggestion then comes as ``sidecar/inlineCompletionUpdate`` (the server's
+    deadline passed while the model loaded) is shown with the time its text came,
+    within the same limit.
 
     Returns the summary (times in milliseconds) and writes it as JSON to
     ``json_out`` when given. Server trouble is reported in the summary, never
@@ -235,6 +255,10 @@ async def run_demo(
         opts = {k: getattr(ns, k) for k in _OPTION_NAMES if getattr(ns, k, None) is not None}
         if getattr(ns, "request_timeout", None) is not None:
             request_timeout = ns.request_timeout
+        if getattr(ns, "tiny", False):  # --tiny: the shipped SmolLM2 (see cli.demo_env)
+            from .cli import demo_env
+
+            opts["env"] = demo_env(opts.get("env"), tiny=True)
         return await run_demo(**opts, request_timeout=request_timeout, stream=stream)
     if speed <= 0:
         raise ValueError("speed must be positive")
@@ -285,7 +309,10 @@ class _Demo:
         self.seed, self.speed, self.timeout, self.json_out = seed, speed, request_timeout, json_out
         self.out = reporter
         self.trap = trap
-        self.session = ServerSession(on_message=self._on_message, on_update=self._on_update, on_log=self._on_log)
+        self.session = ServerSession(on_message=self._on_message, on_update=self._on_update, on_log=self._on_log,
+                                     on_status=self._on_status)
+        #: The last ``sidecar/status`` payload (its ``model`` names the model answering).
+        self.status: dict[str, Any] | None = None
         self.watch: _Watch | None = None
         self.messages: list[dict[str, str]] = []
         #: showMessage errors/warnings and the relevant logMessage texts, in arrival order.
@@ -310,6 +337,10 @@ class _Demo:
         if kind in ("error", "warning"):
             self._notice(kind, text)
         self.out.server_message(kind, text)
+
+    def _on_status(self, payload: Any) -> None:
+        if isinstance(payload, dict):
+            self.status = payload
 
     def _on_log(self, text: str) -> None:
         """``window/logMessage``: engine restarts and crashes are shown (once each) and kept."""
@@ -339,15 +370,45 @@ class _Demo:
             self.stray_updates += 1
             return
         w.updates += 1
+        now_ms = (time.perf_counter() - w.started) * 1000.0
         if w.first_update_ms is None:
-            w.first_update_ms = (time.perf_counter() - w.started) * 1000.0
+            w.first_update_ms = now_ms
         items = params.get("items") or []
         first = items[0] if items else {}
         text = first.get("insertText", "") if isinstance(first, dict) else ""
         if isinstance(text, dict):  # a snippet: {"kind": "snippet", "value": ...}
             text = text.get("value", "")
         w.text = text or ""
+        if w.text.strip() and w.text_ms is None:
+            w.text_ms = now_ms
+        w.done = w.done or bool(params.get("done"))
+        w.arrived.set()
         self.out.streaming(w.text, w.updates)
+
+    async def _late_suggestion(self, watch: _Watch, until: float) -> str:
+        """After an empty answer: the suggestion the server sent next for the same request
+        as ``sidecar/inlineCompletionUpdate`` ("" if none), as an editor that renders
+        updates would show it. The sidecar answers a request whose deadline
+        (``request_timeout_ms``, 8 s by default) passes while the model is still loading
+        with nothing and sends the suggestion as updates once it comes; on a slow machine
+        that is a code model's first prompt. Waits for the update marked ``done``, at
+        most until ``until`` (a ``time.perf_counter()`` time, the demo's own limit for
+        the request), and only while one may come: an update came, or the server's
+        ``sidecar.stats`` shows a stream still running."""
+        while not watch.done:
+            left = until - time.perf_counter()
+            if left <= 0:
+                break
+            if not watch.updates:
+                stats = await self.session.server_stats(timeout_s=min(5.0, left))
+                runtime = (stats or {}).get("runtime") if isinstance(stats, dict) else None
+                if not (isinstance(runtime, dict) and runtime.get("active_streams")):
+                    await watch.next_update(min(0.3, left))  # one already on its way
+                    if not watch.updates:
+                        break  # nothing running: nothing more will come
+                    continue
+            await watch.next_update(min(1.0, until - time.perf_counter()))
+        return watch.text if watch.text.strip() else ""
 
     # -- the run ------------------------------------------------------------------------
 
@@ -403,21 +464,28 @@ class _Demo:
         first = plan.keystrokes[0] if plan.keystrokes else None
         line, character = (first.line, first.character) if first else (0, 0)
         out.waiting("waiting for the first answer (cold start)…")
-        self.watch = _Watch(uri, 1, line, character, time.perf_counter())
+        watch = self.watch = _Watch(uri, 1, line, character, time.perf_counter())
+        late = ""
         try:
             answer = await session.inline_completion(
                 line, character, types.InlineCompletionTriggerKind.Invoked, timeout_s=2 * self.timeout
             )
+            if answer.answered and not _has_text(answer.items):
+                late = await self._late_suggestion(watch, watch.started + 2 * self.timeout)
         finally:
             self.watch = None
         ghost = None
         if answer.answered and answer.items:
             before, _ = _cursor_line(session.text, first.offset if first else 0)
             ghost = ghost_text(answer.items[0], before, len(before))
-        self.cold = {"ms": round(answer.elapsed_ms, 1), "ok": answer.answered, "suggestion": ghost}
+        late_ms = round(watch.text_ms, 1) if late and watch.text_ms is not None else None
+        if late:
+            ghost = late
+        self.cold = {"ms": round(answer.elapsed_ms, 1), "ok": answer.answered, "suggestion": ghost,
+                     "late_ms": late_ms}
         if not answer.answered:
             self.errors.append(f"cold start: {answer.error}")
-        out.cold_start(answer.elapsed_ms, ghost, answer.error)
+        out.cold_start(answer.elapsed_ms, ghost, answer.error, late_ms=late_ms)
 
         total = plan.pause_count
         index = 0
@@ -451,11 +519,15 @@ class _Demo:
 
     async def _pause(self, index, total, key, version, line_no, before, after) -> None:
         character = utf16_len(before)
-        self.watch = _Watch(self.session.uri or "", version, line_no, character, time.perf_counter())
+        watch = self.watch = _Watch(self.session.uri or "", version, line_no, character, time.perf_counter())
+        late = ""
         try:
             answer = await self.session.inline_completion(line_no, character, timeout_s=self.timeout)
+            if answer.answered and not _has_text(answer.items):
+                late = await self._late_suggestion(watch, watch.started + self.timeout)
         finally:
-            watch, self.watch = self.watch, None
+            self.watch = None
+        late_ms = round(watch.text_ms, 1) if late and watch.text_ms is not None else None
         record: dict[str, Any] = {
             "index": index,
             "line": line_no + 1,
@@ -468,6 +540,8 @@ class _Demo:
             "suggestion": None,
             "streamed_updates": watch.updates,
             "first_update_ms": None if watch.first_update_ms is None else round(watch.first_update_ms, 1),
+            # An empty answer whose suggestion followed as updates: when its text came (ms).
+            "late_ms": late_ms,
             "error": answer.error,
         }
         self.requests.append(record)
@@ -476,12 +550,12 @@ class _Demo:
             self.out.failure(index, total, line_no + 1, character + 1, key.reason, answer.error or "")
             return
         ghost = ghost_text(answer.items[0], before, len(before)) if answer.items else ""
-        record["suggestion"] = ghost
-        record["raw"] = item_text(answer.items[0]) if answer.items else None
+        record["suggestion"] = late or ghost
+        record["raw"] = late or (item_text(answer.items[0]) if answer.items else None)
         self.out.suggestion(
-            index, total, line_no + 1, character + 1, key.reason, before, after, ghost,
+            index, total, line_no + 1, character + 1, key.reason, before, after, late or ghost,
             answer.elapsed_ms, extra_items=max(len(answer.items) - 1, 0),
-            updates=watch.updates, first_update_ms=watch.first_update_ms,
+            updates=watch.updates, first_update_ms=watch.first_update_ms, late_ms=late_ms,
         )
 
     # -- figures --------------------------------------------------------------------------
@@ -508,6 +582,8 @@ class _Demo:
             server_ok and self.cold["ok"] and len(answered) == planned and len(self.requests) == planned
         )
         info = self.session.init_result.server_info if self.session.init_result else None
+        status = self.status or {}
+        model = status.get("model")
         unanswered = (len(self.requests) - len(answered)) + (1 if server_ok and not self.cold["ok"] else 0)
         verdict = judge(
             server_ok=server_ok, shown=len(non_empty), pauses=planned, requests_sent=len(self.requests),
@@ -522,6 +598,10 @@ class _Demo:
             "likely_cause": verdict["cause"],
             "engine": verdict["engine"],
             "suggestions_shown": len(non_empty),
+            # The model of the server's last sidecar/status (None: it sent none), and where it runs.
+            "model": str(model) if model else None,
+            "model_backend": backend_label(status) if status else None,
+            "last_status": self.status,
             "file": str(self.path),
             "seed": self.seed,
             "speed": self.speed,
@@ -542,10 +622,13 @@ class _Demo:
             "non_empty": len(non_empty),
             "failed": len(self.requests) - len(answered),
             "all_answered": bool(all_answered),
-            "time_to_suggestion_ms": latency_stats([r["ms"] for r in answered]),
+            # A late suggestion (an empty answer, then updates) counts when its text came.
+            "time_to_suggestion_ms": latency_stats([r["late_ms"] or r["ms"] for r in answered]),
+            "late_suggestions": sum(1 for r in self.requests if r["late_ms"] is not None),
             "first_update_ms": latency_stats(firsts),
             "cold_start_ms": self.cold["ms"],
             "server_latency_ms": (getattr(self, "server_stats", None) or {}).get("latency_ms", {}),
+            "cold_start_suggestion_ms": self.cold.get("late_ms") or self.cold["ms"],
             "cold_start_ok": self.cold["ok"],
             "cold_start_suggestion": self.cold.get("suggestion"),
             "streamed_updates": sum(r["streamed_updates"] for r in self.requests),

@@ -73,12 +73,20 @@ class EngineRunCheck:
         s = self.settings
         assert s is not None
         bad = FAIL if self._uses_local() or self.start_engine else WARN
-        engine = ManagedEngine(s.local_model_path, n_ctx=s.local_n_ctx, n_gpu_layers=s.local_n_gpu_layers,
+        from ...models.select import choose
+
+        choice = choose(s.local_model, s.local_model_path)
+        engine = ManagedEngine(str(choice.path) if choice.path else None, n_ctx=s.local_n_ctx,
+                               n_gpu_layers=s.local_n_gpu_layers,
                                threads=s.local_threads, secrets=(s.api_key,))
         budget = self.engine_timeout_s
         data: dict[str, Any] = {"engine": "managed", "log_path": str(engine.log_path), "used": self._uses_local(),
                                 "check_prompt": f"warmup_prompt({ENGINE_CHECK_FUNCTIONS})",
                                 "max_tokens": ENGINE_CHECK_MAX_TOKENS, "timeout_s": budget}
+        data["model"] = choice.name
+        if choice.error:
+            self.add("engine", "engine run", bad, choice.error, "See the local engine check.", data)
+            return
         fix_crash = CRASH_FIX[0].upper() + CRASH_FIX[1:] + "."
         phase = "start-up"
         t0 = time.perf_counter()
@@ -142,7 +150,7 @@ class EngineRunCheck:
             tps = (tokens - 1) / ((total_ms - ttft_ms) / 1000)
         data.update(ttft_ms=None if ttft_ms is None else round(ttft_ms, 1), total_ms=round(total_ms, 1),
                     tokens=tokens, tokens_per_s=None if tps is None else round(tps, 1), crashed=False)
-        head = f"ready in {data['ready_s']:.1f} s (warm-up {data['warmup_ms']:.0f} ms)"
+        head = f"{choice.name} ready in {data['ready_s']:.1f} s (warm-up {data['warmup_ms']:.0f} ms)"
         if ttft_ms is None or not tokens:
             self.add("engine", "engine run", WARN, f"{head}, but the ~330-token prompt got no text back",
                      "Check that the local model is a code or instruct model.", data)

