@@ -32,6 +32,7 @@ from . import healing, tokens
 from .context import CompletionContext
 from .postprocess import StreamFilter
 from .prompts import build_request, choose_strategy
+from .prompts.eol import line_break_lift
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,11 @@ class StreamRunner:
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
             unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
-            req = build_request(ctx, strategy, provider=target.api, model=model,
+            # At the end of a finished line the prompt ends with the line break, and the
+            # filter gets it back before the first delta (prompts/eol.py).
+            lift = line_break_lift(ctx, strategy) if not plan.heal else ""
+            req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
+                                provider=target.api, model=model,
                                 max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
             req.read_timeout_s = deadline_ms / 1000
             out.info = info = StreamInfo()
@@ -146,6 +151,8 @@ class StreamRunner:
                             if unheal.mismatch:  # a candidate that does not continue the cursor's word
                                 svc.metrics.count("heal.mismatch")
                                 break
+                            if lift and delta:
+                                delta, lift = lift + delta, ""
                             stop = filt.feed(delta)
                             if on_delta is not None:
                                 on_delta()

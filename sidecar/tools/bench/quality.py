@@ -870,7 +870,8 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
         "failures": failures,
         "median_latency_all_ms": round(statistics.median(lat), 1) if lat else None,
         "columns": {name: {"system": run.system, "model": run.model, "engine": run.engine, "fatal": run.fatal,
-                           "not_run": run.not_run, "notes": run.notes, "server_messages": run.server_messages, "wall_s": round(run.wall_s, 1), "records": run.records}
+                           "not_run": run.not_run, "notes": run.notes, "server_messages": run.server_messages,
+                           "wall_s": round(run.wall_s, 1), "records": run.records}
                     for name, run in runs.items()},
         "holes": [h.describe() for h in holes],
     }
@@ -925,9 +926,10 @@ installed with `sidecar model pull NAME`); the default model is the one the side
 would load ($SIDECAR_LOCAL_MODEL / $SIDECAR_LOCAL_MODEL_PATH, else auto).
 
 metrics: exact first line (overall and per hole kind, "37% (11/30)"), accepted
-characters (common prefix with the removed text, per hole), empty answers, answers repeating the text after the cursor, median latency to the
-first answer and to the final text, and the share of first answers that are a stub of
-the final text (or empty while the final text is not).
+characters per hole (common prefix with the removed text; also per kind), empty
+answers (also per kind), answers repeating the text after the cursor, median latency
+to the first answer and to the final text, and the share of first answers that are a
+stub of the final text (or empty while the final text is not).
 
 exit status: 0 done, 1 a column answered nothing (engine failure), 2 bad arguments or
 no holes.
