@@ -82,7 +82,11 @@ class Backend(Protocol):
     (``ratelimit.CoolDown``, None for a backend that never cools down); ``ready`` False
     while a managed engine is known to be down; ``headers_before_prompt`` True when the
     response headers come before the prompt is read (llama-cpp-python's server), so
-    they do not show that the model is loaded: only the first text does."""
+    they do not show that the model is loaded: only the first text does;
+    ``loads_models`` True for an engine that may load its model on a request (the
+    managed engine, llama-server, Ollama): only there is a first stream that has sent
+    nothing a model load to wait for (``completion/coldstart.py``); on a cloud or another
+    OpenAI-compatible server it is a fault, and requests go on without it."""
 
     name: str
     model: str
@@ -93,6 +97,7 @@ class Backend(Protocol):
     cooldown: Any
     ready: bool
     headers_before_prompt: bool
+    loads_models: bool
     #: Notices that need no action (engine restarts): the service wires its log channel.
     notify: Callable[[str], None]
     #: ``progress(kind, message)`` around model loads, ``kind`` ``begin`` or ``end``.
@@ -146,6 +151,7 @@ class BackendBase:
     cooldown: Any = None
     ready: bool = True
     headers_before_prompt: bool = False
+    loads_models: bool = False
 
     def __init__(self) -> None:
         self.notify: Callable[[str], None] = lambda _msg: None

@@ -140,6 +140,7 @@ class ExternalEngineBackend(OpenAICompatBackend):
 
     health_path = "health"
     engine_label = "engine"
+    loads_models = True  # llama-server and Ollama load a model on a request (Ollama after keep_alive)
     start_hint = "start it and check the URL."
 
     def __init__(self, *, name: str, kind: str = "local", base_url: str, model: str,

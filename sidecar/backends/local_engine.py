@@ -56,6 +56,7 @@ class LocalEngineBackend(BackendBase):
     kind = "local"
     api = "llama-cpp-python"
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
+    loads_models = True  # the process starts (and loads the model) on the first request
 
     def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000,
                  choice: LocalModelChoice | None = None) -> None:
@@ -94,6 +95,7 @@ class LocalEngineBackend(BackendBase):
         self._attempts += 1
         self.progress("begin", f"loading the local model {self.model}")
         try:
+            await asyncio.to_thread(self.engine.check)  # the model's header is read off the loop
             self.engine.spawn()
             await self.engine.wait_ready(self.cold_start_timeout_s)
         except BackendError as err:

@@ -84,6 +84,7 @@ class ManagedEngine:
         self.warmup_ms: float | None = None
         self.log_path = Path(platformdirs.user_log_dir("sidecar")) / "engine.log"
         self._log_offset = 0
+        self._checked: Path | None = None  # the model file check() accepted
 
     @property
     def base_url(self) -> str:
@@ -112,18 +113,27 @@ class ManagedEngine:
             cmd += ["--n_threads", str(self.threads)]
         return cmd
 
-    def spawn(self) -> None:
-        """Start the child process (returns at once; see :meth:`wait_ready`).
-
-        Raises BackendError, ``permanent`` when retrying cannot help: llama-cpp-python is
-        not installed (ENGINE_MISSING), the model file is missing or not a GGUF (ENGINE);
-        not permanent when the process cannot start.
-        """
+    def check(self) -> Path:
+        """The model file to load, checked (engine installed, the file a GGUF whose header
+        parses); reads the header, so call it off the event loop. Raises what
+        :meth:`spawn` raises for these causes. A file checked once is not read again."""
         if not engine_installed():
             raise BackendError(ENGINE_MISSING, f"the embedded engine (llama-cpp-python) is not installed: "
                                                f"{INSTALL_HINT}", permanent=True)
         model = self.model_path or shipped_model_path()
-        check_model_file(model)
+        if self._checked != model:
+            check_model_file(model)
+            self._checked = model
+        return model
+
+    def spawn(self) -> None:
+        """Start the child process (returns at once; see :meth:`wait_ready`).
+
+        Raises BackendError, ``permanent`` when retrying cannot help: llama-cpp-python is
+        not installed (ENGINE_MISSING), the model file is missing or not a loadable GGUF
+        (ENGINE); not permanent when the process cannot start.
+        """
+        model = self.check()
         self.port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:  # one earlier generation is kept: engine.log.1

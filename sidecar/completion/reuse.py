@@ -31,11 +31,13 @@ MISS = object()
 
 def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
     """A running stream with no text long after the backend usually has its first token
-    (2.5 times the recent median TTFT ``ttft_ms``, at least 1 s; 1.5 s before any TTFT
-    is known). A loader is exempt (it may be loading the model)."""
+    (2.5 times the recent median TTFT ``ttft_ms``, at least 1 s; 1 s before any TTFT
+    is known: a first stream that stalls must not hold the next request, which would
+    join it and wait for its deadline). A loader is exempt (it may be loading the
+    model)."""
     if s.done or s.first_text_at or s.loader:
         return False
-    after_s = max(1.0, 2.5 * ttft_ms / 1000) if ttft_ms else 1.5
+    after_s = max(1.0, 2.5 * ttft_ms / 1000) if ttft_ms else 1.0
     return time.perf_counter() - s.started_at > after_s
 
 

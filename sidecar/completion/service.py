@@ -211,9 +211,12 @@ class CompletionService:
         return bool(cooldown is not None and cooldown.in_episode)
 
     def backend_cold(self) -> bool:
-        """True while the backend the next stream would use has sent no stream event since
-        it started or came back (it may load its model on the next request)."""
-        return self.streams.cold(self._target())
+        """True while the backend the next stream would use loads models on request
+        (``Backend.loads_models``: the managed engine, llama-server, Ollama) and has sent
+        no stream event since it started or came back (it may load its model on the next
+        request). A cloud's silent first stream is a fault, never a load to wait for."""
+        target = self._target()
+        return bool(getattr(target, "loads_models", False)) and self.streams.cold(target)
 
     def _target(self) -> Backend:
         """The concrete backend for the next stream (a router picks a side)."""

@@ -110,8 +110,10 @@ class StreamRunner:
             return out
         warm_key = warm_key_of(target)
         was_warm = warm_key in self._warm
-        # A cold backend may load its model on this request: give it the cold-start time.
-        deadline_ms = s.request_timeout_ms if warm_key in self._warm else max(s.request_timeout_ms, s.cold_start_timeout_ms)
+        # A cold backend that loads models may load one on this request: give it the
+        # cold-start time. Elsewhere (a cloud) a silent first stream is a fault.
+        loading = warm_key not in self._warm and target.loads_models
+        deadline_ms = max(s.request_timeout_ms, s.cold_start_timeout_ms) if loading else s.request_timeout_ms
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING

@@ -187,6 +187,14 @@ async def test_external_engine_with_closed_port_answers_every_request_on_time(tm
         assert len([m for m in shown if "is not running" in m]) == 1, shown
 
 
+def ollama_env(tmp_path, sim, **extra):
+    """Local mode on Ollama, played by the simulator: an engine that loads its model on
+    demand (``Backend.loads_models``; a cloud's silent first stream is a fault instead)."""
+    return sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE="ollama",
+                       SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"), SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+                       SIDECAR_CACHE="false", **extra)
+
+
 async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(tmp_path):
     """First request needs 12 s (model load); the user types 3 keys and waits 15 s."""
     async with SimulatedBackend(LatencyModel(ttft_ms=20, tokens_per_s=200, seed=2)) as sim:
@@ -197,7 +205,7 @@ async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(t
         sim.set_responder(responder)
         sim.set_load_on_demand(12.0)
         # The responder reads what was typed after "return " off the prompt: no healing.
-        env = sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false", SIDECAR_TOKEN_HEALING="false")
+        env = ollama_env(tmp_path, sim, SIDECAR_TOKEN_HEALING="false")
         uri = "file:///w/load.py"
         text = "def total(xs):\n    return "
         async with sidecar(env) as client:
@@ -214,14 +222,27 @@ async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(t
                 pending.append(asyncio.ensure_future(timed_ask(client, uri, 1, 12 + i, timeout=30)))
                 await asyncio.sleep(0.15)
             answers = await asyncio.gather(*pending)
+            loaded_at = None
             while not any(u["done"] for _t, u in client.sidecar_updates) and time.monotonic() - t_start < 15:
-                await asyncio.sleep(0.1)
+                if loaded_at is None and sim.loads_completed:
+                    loaded_at = time.monotonic()
+                await asyncio.sleep(0.05)
+            if loaded_at is None and sim.loads_completed:  # the load and the last update in one poll
+                loaded_at = time.monotonic()
             updates = [u for _t, u in client.sidecar_updates if u["items"]]
             again, again_s = await timed_ask(client, uri, 1, 14)
         assert all(took < 8.0 + 0.5 for _r, took in answers), answers
         assert updates, "no suggestion arrived within 15 s"
         assert client.sidecar_updates[-1][1]["done"], "the suggestion did not finish within 15 s"
         assert updates[-1]["items"][0]["insertText"] == "(xs)"
+        # Scenario C of the cold-start issue: the suggestion reaches the request the editor
+        # shows now (the third key: version 4, column 14, the third request), within 1 s
+        # of the load's end, although that request was answered null at its deadline.
+        last = client.sidecar_updates[-1][1]
+        assert (last["version"], last["position"], last["requestId"]) == (4, {"line": 1, "character": 14}, 3), last
+        assert all(u["version"] == 4 for _t, u in client.sidecar_updates)
+        first_update_t = client.sidecar_updates[0][0]
+        assert loaded_at is not None and first_update_t - loaded_at < 1.0, (first_update_t, loaded_at)
         assert again is not None and again.items[0].insert_text == "(xs)" and again_s < 1.5  # from the stream, no new load
         assert sim.loads_started == 1 and sim.loads_completed == 1
 
@@ -233,7 +254,7 @@ async def test_deadline_that_ends_before_the_stream_starts_still_starts_the_load
     async with SimulatedBackend(LatencyModel(ttft_ms=20, tokens_per_s=200, seed=2)) as sim:
         sim.set_responder(lambda body: "sum(xs)")
         sim.set_load_on_demand(2.0)
-        env = sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false")
+        env = ollama_env(tmp_path, sim)
         uri = "file:///w/late.py"
         init = {"requestTimeoutMs": 300, "debounceMinMs": 1000, "debounceMaxMs": 1000}
         async with sidecar(env, init_options=init) as client:

@@ -132,6 +132,26 @@ describe('Retrigger', () => {
         assert.equal(h.triggers.length, 2);
     });
 
+    test('after a cold model load: the update for the live request shows, one for an older request does not', () => {
+        // Three keys while the model loads: requests 1-3 at versions 2-4, each answered
+        // null at its deadline; the cursor is at the third key (version 4, column 14).
+        const h = harness({ newLinesOnly: true });
+        h.cursor = { uri: 'file:///a.py', version: 4, position: { line: 1, character: 14 } };
+        for (const [version, character] of [[2, 12], [3, 13], [4, 14]]) {
+            h.r.noteAnswer('file:///a.py', version, { line: 1, character }, '');
+        }
+        const at = (version, character, text, done, requestId) => upd(text, {
+            version, position: { line: 1, character }, requestId, done,
+        });
+        h.r.onUpdate(at(3, 13, 'm(xs)', true, 2));   // the loader's text sent to the second request
+        h.advance(100);
+        assert.deepEqual(h.triggers, []);            // not where the cursor is: dropped
+        h.r.onUpdate(at(4, 14, '(', false, 3));      // the server now sends it to the live request
+        h.r.onUpdate(at(4, 14, '(xs)', true, 3));
+        h.advance(100);
+        assert.equal(h.triggers.length, 2);          // the first text, then the last update
+    });
+
     test('no trigger for a text the editor already has (no loop on the final update)', () => {
         const h = harness();
         h.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, 'x = 1\ny = 2');

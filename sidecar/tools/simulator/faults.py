@@ -11,7 +11,7 @@ JsonBody = Union[dict, list, str, None]
 #: llama-server's ``/infill`` and Ollama's ``/api/generate``).
 COMPLETION_PATHS: tuple[str, ...] = ("/v1/completions", "/v1/chat/completions", "/infill", "/api/generate")
 
-FAULT_KINDS = ("status", "stall", "cut", "malformed")
+FAULT_KINDS = ("status", "stall", "cut", "malformed", "silent", "drip")
 
 _RATE_LIMIT_MESSAGE = (
     "Request was rejected due to rate limiting. Details: {} limit reached. "
@@ -103,6 +103,19 @@ class Fault:
         comments during the stall.
         """
         return cls(kind="stall", after_tokens=after_tokens, keepalive_s=keepalive_s)
+
+    @classmethod
+    def silent(cls) -> Fault:
+        """Read the request and send nothing at all (no status line, no headers) until the
+        client disconnects: a server or network that hangs before answering."""
+        return cls(kind="silent")
+
+    @classmethod
+    def drip(cls, byte_s: float = 1.0) -> Fault:
+        """Send a whole streamed answer one byte every ``byte_s`` **seconds**, the status
+        line and headers included, until the client disconnects (a connection that is
+        alive but hopelessly slow)."""
+        return cls(kind="drip", keepalive_s=byte_s)
 
     @classmethod
     def cut(cls, after_tokens: int) -> Fault:

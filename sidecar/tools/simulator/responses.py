@@ -33,6 +33,27 @@ def close_transport(request: web.Request) -> None:
         transport.close()
 
 
+#: What a ``drip`` fault trickles: a valid start of a streamed answer.
+DRIP_BYTES = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"1e\r\ndata: {\"choices\": [{\"text\": \"x\"}]}\r\n")
+
+
+async def hang_before_answering(request: web.Request, fault: Any) -> None:
+    """A ``silent`` fault: nothing is sent until the client leaves. A ``drip`` fault: the
+    raw bytes of an answer (:data:`DRIP_BYTES`) one every ``fault.keepalive_s`` seconds,
+    written to the transport below aiohttp (no response object: the status line itself
+    trickles), then nothing. Returns only by cancellation (the client left)."""
+    transport = request.transport
+    if fault.kind == "drip" and transport is not None:
+        for i in range(len(DRIP_BYTES)):
+            if transport.is_closing():
+                break
+            transport.write(DRIP_BYTES[i:i + 1])
+            await asyncio.sleep(fault.keepalive_s or 1.0)
+    while True:
+        await asyncio.sleep(3600)  # only cancelled: aiohttp cancels the handler when the client leaves
+
+
 async def send(request: web.Request, record: RecordedRequest, resp: web.Response) -> web.Response:
     """Write a whole response now (with the trace header), so the record knows it went out."""
     resp.headers[TRACE_HEADER] = record.trace_id

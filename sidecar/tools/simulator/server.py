@@ -23,7 +23,8 @@ from .ratelimits import RateLimiter
 from .shared_engine import EngineConfig, SharedEngine, engine_prompt, engine_stream, engine_whole
 from .protocol import ChatShape, CompletionShape, RequestError, Shape, error_body, parse_generation
 from .recorder import RecordedRequest, Recorder, redact_headers
-from .responses import TRACE_HEADER, Framing, apply_plain_fault, respond_whole, send, send_status, stream, stream_frames
+from .responses import (TRACE_HEADER, Framing, apply_plain_fault, hang_before_answering, respond_whole, send, send_status,
+                        stream, stream_frames)
 from .tokens import count_tokens, plan_output
 
 logger = logging.getLogger(__name__)
@@ -271,8 +272,9 @@ class SimulatedBackend:
         self._loading_until = time.monotonic() + seconds
 
     def set_load_on_demand(self, seconds: float) -> None:
-        """Make the ``/v1`` generation endpoints load the model on demand, as engines that
-        load lazily do (Ollama, a serverless cloud deployment): the model is unloaded now;
+        """Make the ``/v1`` generation endpoints and Ollama's ``/api/generate`` load the
+        model on demand, as engines that load lazily do (Ollama, a serverless cloud
+        deployment): the model is unloaded now;
         the first request starts a load of ``seconds``, and every request waits for it
         before sending any byte (no headers either). When every waiting request has
         disconnected before the load ends, the load is abandoned and the next request
@@ -583,6 +585,9 @@ class SimulatedBackend:
         if fault is not None and fault.kind == "status":
             record.fault = fault.kind
             return await send_status(request, record, fault.status_code or 500, fault.body, fault.headers)
+        if fault is not None and fault.kind in ("silent", "drip"):
+            record.fault = fault.kind
+            await hang_before_answering(request, fault)
 
         if not self._model_loaded:
             await self._await_model_load()
@@ -713,6 +718,8 @@ class SimulatedBackend:
             return await send_status(request, record, 404, engines.ollama_not_found(params.model))
         if params.suffix and engines.ollama_name(params.model) in self._ollama_no_insert:
             return await send_status(request, record, 400, engines.ollama_no_insert(params.model))
+        if not self._model_loaded:  # load on demand (set_load_on_demand), as Ollama does
+            await self._await_model_load()
         load_s = self.loading_s
         if not params.prompt and not params.suffix:  # only load the model
             await asyncio.sleep(load_s)
