@@ -67,6 +67,26 @@ def detect_eol(text: str) -> str:
 ALIGN_LINES = 16
 
 
+def snap_suffix(suffix: str) -> str:
+    """End a suffix window that the budget cut short where a block ends: after its last
+    blank line, else after its last complete line; the cursor's own line is always kept.
+
+    A fill-in-the-middle model learns suffixes that run to the end of a file. Given one
+    cut in the middle of a function, Qwen2.5-Coder-0.5B often wrote what follows the cut
+    instead of what belongs at the cursor (``if (in->fd == -1) {`` in a struct, after a
+    suffix that ended inside ``reader_open``). Ending at a blank line makes the cut look
+    like the end of a unit. It also keeps the window's end still while the user types on
+    one line (docs/architecture.md, "Local code models")."""
+    first = suffix.find("\n")
+    if first < 0:
+        return suffix
+    blank = suffix.rfind("\n\n")
+    if blank > first:
+        return suffix[:blank + 1]
+    last = suffix.rfind("\n")
+    return suffix[:last + 1] if last > first else suffix
+
+
 def build_context(text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int,
                   cursor_line: int | None = None) -> CompletionContext:
     """Cut the windows around string offset ``offset`` of ``text``.
@@ -105,9 +125,12 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
             if nl < 0 or nl == len(prefix) - 1 or prefix.count("\n") <= 1:
                 break
             prefix = prefix[nl + 1:]
+    suffix = tokens.head(raw_suffix, suffix_tokens)
+    if len(suffix) < len(raw_suffix):
+        suffix = snap_suffix(suffix)
     return CompletionContext(
         prefix=prefix,
-        suffix=tokens.head(raw_suffix, suffix_tokens),
+        suffix=suffix,
         line_prefix=line_prefix,
         line_suffix=line_suffix,
         language=language or "plaintext",
