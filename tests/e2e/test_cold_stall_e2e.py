@@ -6,36 +6,17 @@ the simulated backend over loopback HTTP, nothing warmed up first."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from lsprotocol import types
 
-from conftest import inline_params, open_doc, sidecar, sidecar_env
+from conftest import open_doc, sidecar, sidecar_env
 from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from test_deadlines import completions, timed_ask
+from test_deadlines import type_char as type_text
 
 pytestmark = pytest.mark.timeout(60)
 
 TEXT = "def report(items):\n    total = \n"
-
-
-def completions(sim):
-    return [r for r in sim.requests if r.path.endswith("/completions")]
-
-
-def type_text(client, uri, version, line, col, text):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)),
-            text=text)],
-    ))
-
-
-async def timed_ask(client, uri, line, col):
-    t0 = time.monotonic()
-    r = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, line, col)), 30)
-    return r, time.monotonic() - t0
 
 
 @pytest.mark.parametrize("fault", [Fault.silent(), Fault.drip(1.0)], ids=["A-silent-10s", "B-drip-1-byte-per-s"])
