@@ -309,3 +309,14 @@ def test_progress_line_on_a_terminal_and_in_a_log():
     assert tty.getvalue().count("\r") == 3 and tty.getvalue().endswith("\n")
     assert "download part 2/2  2.5/4.0 MB  2.0 MB/s  eta 1 s" in tty.getvalue()
     assert log.getvalue().splitlines() == ["download part 1/2  0.0/4.0 MB", "download part 2/2  2.5/4.0 MB  2.0 MB/s  eta 1 s"]
+
+
+def test_a_model_with_a_notice_gets_its_license_beside_it_and_loses_it_with_rm(models, server):
+    import dataclasses
+
+    entry = dataclasses.replace(entry_from_dict(publish_model(server)), notice="NOTICE-Qwen2.5-Coder.txt",
+                                license="Apache-2.0")
+    path = store.pull(entry)
+    text = store.license_path(path).read_text(encoding="utf-8")
+    assert "Qwen" in text and "Apache License" in text and "Version 2.0" in text
+    assert store.remove(entry) and not files_under(models)
