@@ -67,6 +67,9 @@ class Settings:
     crossfile_tokens: int | None = None  # other files' snippets; None: 256 local, 512 cloud; 0: off
     request_timeout_ms: int = 8000
     cold_start_timeout_ms: int = 120000
+    # A local engine's prompt evaluation may outlive its request: a stream with no text
+    # yet runs up to this long in the background (completion/stream.py, issue "prefill").
+    prefill_timeout_ms: int = 30000
     connect_timeout_ms: int = 3000
     http2: bool = False
     local_engine: str = "managed"  # managed | llama-server | ollama | openai
@@ -235,6 +238,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "suffix_tokens": (0, 32768),
     "request_timeout_ms": (100, 600000),
     "cold_start_timeout_ms": (1000, 1800000),
+    "prefill_timeout_ms": (100, 600000),
     "connect_timeout_ms": (50, 60000),
     "local_n_ctx": (256, 131072),
     "local_n_gpu_layers": (-1, 1000),
@@ -270,6 +274,7 @@ ENV_VARS = {
     "SIDECAR_TOKEN_HEALING": "token_healing",
     "SIDECAR_MAX_TOKENS": "max_tokens",
     "SIDECAR_REQUEST_TIMEOUT_MS": "request_timeout_ms",
+    "SIDECAR_PREFILL_TIMEOUT_MS": "prefill_timeout_ms",
     "SIDECAR_LOCAL_MODEL_PATH": "local_model_path",
     "SIDECAR_LOCAL_ENGINE": "local_engine",
     "SIDECAR_LOCAL_URL": "local_url",

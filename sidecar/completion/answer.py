@@ -73,7 +73,8 @@ def at_deadline(req: Request, s: InflightStream, metrics: Any) -> tuple[Answer |
     ``s``, and whether ``s`` keeps running: ``(answer, True)`` with the text so far (the
     request then gets updates); ``(None, True)`` for a client without updates when no
     line is finished yet (never a stub; asking again is answered from the stream);
-    ``(Answer("", ...), True)`` for a loader still loading the model (updates follow);
+    ``(Answer("", ...), True)`` for a loader still loading the model, or a stream to a
+    local engine still evaluating its prompt (updates follow; a later request joins it);
     ``(None, False)``: close it (stalled, or it no longer agrees with the document)."""
     typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
     if typed is None or not s.agrees(typed):
@@ -88,6 +89,6 @@ def at_deadline(req: Request, s: InflightStream, metrics: Any) -> tuple[Answer |
             return None, True
     if rem:
         return Answer(rem, "deadline", s, typed), True
-    if s.loader and not s.first_text_at:
+    if (s.loader or s.local) and not s.first_text_at:
         return Answer("", "deadline", s, typed), True
     return None, False

@@ -49,6 +49,13 @@ class InflightStream:
         # came back): it is loading the model, so it is not closed when the request that
         # started it moves on; it runs to its end (bounded by the cold-start deadline).
         self.loader = False
+        # A stream to a local engine (``Upstream.local_backend``): until its first text the
+        # engine is evaluating the prompt, which takes seconds for a long one on a CPU. Its
+        # silence is not a stall, and at its request's deadline it runs on in the
+        # background (``kept``) so that the evaluation is not thrown away; unlike a loader
+        # it is closed as usual once a newer request no longer agrees with it.
+        self.local = False
+        self.kept = False
         self._waiters: list[asyncio.Future[None]] = []
         self.task: asyncio.Task[None] | None = None
 

@@ -8,7 +8,9 @@ cache.
 - **Close.** A running stream that no longer agrees is closed at once, so its socket
   closes within milliseconds and frees its slot.
 - **Stalled.** A running stream with no text long after the backend usually has its
-  first token takes no joiners (an empty stream "agrees" with anything typed).
+  first token takes no joiners (an empty stream "agrees" with anything typed). A local
+  engine's silence is its prompt evaluation, never a stall: it ends at
+  ``prefill_timeout_ms`` on its own.
 - **Cache.** An entry for the request's exact windows, or one the user is typing
   through (look-back), answers without a request.
 
@@ -34,8 +36,9 @@ def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
     (2.5 times the recent median TTFT ``ttft_ms``, at least 1 s; 1 s before any TTFT
     is known: a first stream that stalls must not hold the next request, which would
     join it and wait for its deadline). A loader is exempt (it may be loading the
-    model)."""
-    if s.done or s.first_text_at or s.loader:
+    model), and so is a stream to a local engine (it is evaluating the prompt: a new
+    stream would queue behind that evaluation in the engine, then repeat part of it)."""
+    if s.done or s.first_text_at or s.loader or s.local:
         return False
     after_s = max(1.0, 2.5 * ttft_ms / 1000) if ttft_ms else 1.0
     return time.perf_counter() - s.started_at > after_s

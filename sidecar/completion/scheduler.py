@@ -11,7 +11,9 @@
 6. **Update** (``updates.py``) while the stream runs; then speculate (``prefetch.py``).
 
 Every request is answered within ``request_timeout_ms`` of its arrival (``_at_deadline``);
-a cancelled one closes its stream unless a newer request joins it within
+a stream still loading the model, or still evaluating its prompt on a local engine, runs
+on past that deadline (the request then gets updates, and a later one joins it); a
+cancelled one closes its stream unless a newer request joins it within
 ``CANCEL_GRACE_S``. docs/architecture.md has the reasons.
 """
 
@@ -157,7 +159,10 @@ class Scheduler:
         if not keep:
             if s.close():
                 self.metrics.count("sched.streams_aborted")
-        elif answer is not None and not answer.text:  # a loader still loading the model
+        elif answer is not None and not answer.text:  # loading the model, or evaluating the prompt
+            if s.local and not s.loader and not s.kept:
+                s.kept = True  # the prompt's evaluation outlives the request (inflight.py)
+                self.metrics.count("sched.prefill_kept")
             if req.updates:
                 self._start_updates(doc, req, answer)
             return None
@@ -201,6 +206,13 @@ class Scheduler:
     def _start_stream(self, doc: DocState, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
         s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix)
+        s.local = self.up.local_backend()
+        # A prompt evaluation kept past its request's deadline in another document gives
+        # way to the stream a user waits for now.
+        for other in self.docs.by_uri.values():
+            o = other.stream
+            if other is not doc and o is not None and o.kept and not o.first_text_at and o.close():
+                self.metrics.count("sched.prefill_kept_closed")
         if self.up.backend_cold():
             self.cold.mark(s)
             self.metrics.count("sched.loader_streams")

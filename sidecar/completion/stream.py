@@ -10,9 +10,10 @@ the deadline passes, and records the outcome: the window budget's and load's sam
 cause), the auto-mode breaker (``Backend.record``).
 
 A backend is *warm* once any byte came from it since it started or came back; until
-then a stream gets ``cold_start_timeout_ms`` (it may be loading the model), after it
-``request_timeout_ms``. A model that refuses a strategy (native FIM ``suffix``) is
-retried once with the next, and the refusal remembered per model. See
+then a stream gets ``cold_start_timeout_ms`` before its first text (it may be loading
+the model); on a warm local engine ``prefill_timeout_ms`` (it may be evaluating a long
+prompt); then, and on a cloud, ``request_timeout_ms``. A model that refuses a strategy
+(native FIM ``suffix``) is retried once with the next, and the refusal remembered per model. See
 docs/architecture.md.
 """
 
@@ -113,7 +114,14 @@ class StreamRunner:
         # A cold backend that loads models may load one on this request: give it the
         # cold-start time. Elsewhere (a cloud) a silent first stream is a fault.
         loading = warm_key not in self._warm and target.loads_models
-        deadline_ms = max(s.request_timeout_ms, s.cold_start_timeout_ms) if loading else s.request_timeout_ms
+        deadline_ms = s.request_timeout_ms
+        if loading:
+            deadline_ms = max(deadline_ms, s.cold_start_timeout_ms)
+        elif target.kind == "local":
+            # A local engine that has sent nothing yet is evaluating the prompt (a long
+            # one takes seconds on a CPU): cutting it at the request's deadline would throw
+            # that work away, so it may run on in the background (scheduler._at_deadline).
+            deadline_ms = max(deadline_ms, s.prefill_timeout_ms)
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING

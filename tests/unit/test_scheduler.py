@@ -61,6 +61,7 @@ class FakeService:
     def __init__(self, settings: Settings, up: FakeUpstream) -> None:
         self.settings = settings
         self.pump = up.pump
+        self.local = True  # a local engine (its silence before the first text is prefill)
 
     def recent_ttft_ms(self):
         return None
@@ -72,7 +73,7 @@ class FakeService:
         return (ctx.prefix, ctx.suffix)
 
     def local_backend(self):
-        return True
+        return self.local
 
     def backend_cold(self):
         return False
@@ -161,6 +162,7 @@ async def test_divergence_closes_the_stream_and_starts_another():
 async def test_request_deadline_answers_null_and_frees_the_stalled_stream():
     st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
     sched, up, _ = make(st)
+    sched.up.local = False  # a cloud: silence is a stall
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     ans = await sched.request(request(DOC, AT))  # the fake upstream never sends anything
@@ -168,6 +170,34 @@ async def test_request_deadline_answers_null_and_frees_the_stalled_stream():
     assert 0.15 < loop.time() - t0 < 1.0
     await asyncio.sleep(0.01)
     assert up.closed == [0] and sched.active_streams() == 0
+
+
+async def test_local_stream_still_evaluating_its_prompt_outlives_the_deadline():
+    # A local engine's silence is prompt evaluation: the request is answered null on time,
+    # the stream runs on, and its text reaches that request as updates.
+    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
+    sched, up, updates = make(st)
+    req = request(DOC, AT)
+    req.updates = True
+    assert await sched.request(req) is None
+    await asyncio.sleep(0.05)
+    assert up.closed == [] and sched.active_streams() == 1
+    await up.release(0, "x + 1", end=True)
+    await asyncio.sleep(0.01)
+    assert updates and updates[-1] == (req.id, "x + 1", True), updates
+    assert len(up.started) == 1
+
+
+async def test_kept_prefill_is_closed_once_the_user_moves_elsewhere():
+    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
+    sched, up, _ = make(st)
+    assert await sched.request(request(DOC, AT)) is None  # kept past its deadline
+    await asyncio.sleep(0.01)
+    assert up.closed == []
+    moved = DOC.index("(x)")  # a place the kept stream's prompt does not extend
+    asyncio.ensure_future(sched.request(request(DOC, moved)))
+    await asyncio.sleep(0.05)
+    assert up.closed == [0] and len(up.started) == 2
 
 
 async def test_cancelled_request_closes_its_stream_after_the_grace_period():

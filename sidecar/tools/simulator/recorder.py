@@ -63,6 +63,9 @@ class RecordedRequest:
         disconnected_at: when that was noticed.
         fault: kind of the fault applied (``"status"``, ``"stall"``, ...), or ``None``.
         client_port: the client's source port (requests on one keep-alive connection share it).
+        prompt_tokens_cached, prompt_tokens_evaluated: for ``/infill`` with a timed prompt
+            evaluation (``SimulatedBackend.set_infill_prefill``), the prompt tokens reused
+            from the slot's KV cache and those evaluated now; ``None`` otherwise.
     """
 
     index: int
@@ -87,6 +90,8 @@ class RecordedRequest:
     disconnected_at: float | None = None
     fault: str | None = None
     client_port: int | None = None  # the client's TCP port: equal ports mean one reused connection
+    prompt_tokens_cached: int | None = None
+    prompt_tokens_evaluated: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copy of all fields."""

@@ -25,7 +25,7 @@ from .protocol import ChatShape, CompletionShape, RequestError, Shape, error_bod
 from .recorder import RecordedRequest, Recorder, redact_headers
 from .responses import (TRACE_HEADER, Framing, apply_plain_fault, hang_before_answering, respond_whole, send, send_status,
                         stream, stream_frames)
-from .tokens import count_tokens, plan_output
+from .tokens import OutputPlan, count_tokens, plan_output
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,12 @@ class SimulatedBackend:
         self._stopping = False
         self._loading_until = 0.0  # time.monotonic() seconds
         self._kv_pieces: list[str] = []  # llama-server's simulated KV cache (one slot)
+        #: Prompt evaluation speed of the simulated llama-server slot, tokens/s (None:
+        #: instant, the latency model alone paces /infill). See set_infill_prefill.
+        self.infill_prefill_tps: float | None = None
+        self._slot = asyncio.Lock()
+        #: /infill prompt tokens evaluated (not reused from the KV cache), in all.
+        self.infill_prefilled_tokens = 0
         self._ollama_models: list[str] | None = None
         self._ollama_no_insert: set[str] = set()
         #: False: ``/infill`` answers 501, as llama-server does for a model without FIM tokens.
@@ -352,6 +358,27 @@ class SimulatedBackend:
         return {**self.engine.stats(), "rate_limited": self.rate_limiter.refused - self._refused_base,
                 "rate_limits": self.rate_limiter.to_dict()}
 
+    def set_infill_prefill(self, tokens_per_s: float | None) -> None:
+        """Make ``/infill`` evaluate its prompt at ``tokens_per_s`` (None: instantly, the
+        default), as llama-server with one slot on a slow CPU does:
+
+        - requests hold the one slot in arrival order, from the prompt's evaluation to the
+          end of their answer (or until their client leaves);
+        - the prompt's tokens not shared with the slot's KV cache (``timings.prompt_n``)
+          take ``prompt_n / tokens_per_s`` seconds before the first token (on top of the
+          latency model's TTFT);
+        - that evaluation is one batch and is not interrupted: a client that leaves during
+          it does not free the slot before it ends, and the KV cache then holds the whole
+          prompt, for the next request to reuse (``timings.cache_n``).
+
+        Raises:
+            ValueError: for a speed that is not a number > 0.
+        """
+        if tokens_per_s is not None and (isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float))
+                                         or not tokens_per_s > 0):
+            raise ValueError(f"tokens_per_s must be a number > 0 or None, got {tokens_per_s!r}")
+        self.infill_prefill_tps = None if tokens_per_s is None else float(tokens_per_s)
+
     def set_ollama_models(self, models: Iterable[str] | None, no_insert: Iterable[str] = ()) -> None:
         """The models the Ollama endpoints have "pulled" (``None``, the default: any name
         is served, and ``/api/tags`` lists :attr:`model`). Names without a tag mean
@@ -369,6 +396,8 @@ class SimulatedBackend:
         self._recorder.clear()
         self._loading_until = 0.0
         self._kv_pieces = []
+        self.infill_prefill_tps = None
+        self.infill_prefilled_tokens = 0
         self.rate_limiter = RateLimiter()
         self.engine = None
         self._refused_base = 0
@@ -656,7 +685,10 @@ class SimulatedBackend:
         plan = plan_output(text, params.stop, params.n_predict)
         record.tokens_total = len(plan.pieces)
         prompt = engines.infill_prompt_pieces(params)
+        if self.infill_prefill_tps is not None:
+            return await self._infill_on_slot(request, record, params, plan, fault, prompt, text)
         cache_n = engines.common_prefix_len(prompt, self._kv_pieces) if params.cache_prompt else 0
+        self.infill_prefilled_tokens += len(prompt) - cache_n
         # The slot keeps the prompt (and what it generates) for the next request.
         self._kv_pieces = prompt + plan.pieces
         latency = self.latency
@@ -676,6 +708,51 @@ class SimulatedBackend:
         final["content"] = plan.text
         shape = _WholeAnswer(final)
         return await respond_whole(request, record, shape, plan, 0, fault, latency)  # type: ignore[arg-type]
+
+    async def _infill_on_slot(self, request: web.Request, record: RecordedRequest, params: engines.InfillParams,
+                              plan: OutputPlan, fault: Fault | None, prompt: list[str], text: str) -> web.StreamResponse:
+        """``/infill`` on the one slot with a timed prompt evaluation (see set_infill_prefill)."""
+        tps = self.infill_prefill_tps
+        assert tps is not None
+
+        async def evaluate() -> tuple[int, int]:
+            await self._slot.acquire()
+            cache_n = engines.common_prefix_len(prompt, self._kv_pieces) if params.cache_prompt else 0
+            prompt_n = len(prompt) - cache_n
+            self.infill_prefilled_tokens += prompt_n
+            await asyncio.sleep(prompt_n / tps)
+            self._kv_pieces = list(prompt)
+            return cache_n, prompt_n
+
+        def release(t: asyncio.Task) -> None:
+            if not t.cancelled() and t.exception() is None:
+                self._slot.release()
+
+        job = asyncio.ensure_future(evaluate())
+        try:
+            cache_n, prompt_n = await asyncio.shield(job)  # the client leaving does not stop it
+            record.prompt_tokens_cached = cache_n
+            record.prompt_tokens_evaluated = prompt_n
+            latency = self.latency
+            stats = engines.InfillStats(model=self.model, prompt_n=prompt_n, cache_n=cache_n,
+                                        stop_word=engines.stopping_word(text, params.stop),
+                                        ttft_ms=latency.ttft_ms, tokens_per_s=latency.tokens_per_s)
+            if params.stream:
+                resp = await stream_frames(request, record, engines.InfillFraming(stats), plan, fault, latency,
+                                           self._recorder.changed)
+            else:
+                final = stats.final(plan)
+                final["content"] = plan.text
+                resp = await respond_whole(request, record, _WholeAnswer(final), plan, 0, fault, latency)  # type: ignore[arg-type]
+            self._kv_pieces = list(prompt) + plan.pieces
+            return resp
+        finally:
+            # The slot frees when the answer ends or its client leaves, but never during
+            # the prompt's evaluation.
+            if job.done():
+                release(job)
+            else:
+                job.add_done_callback(release)
 
     # -- Ollama -----------------------------------------------------------------------
 
