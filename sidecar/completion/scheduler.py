@@ -63,6 +63,7 @@ class Scheduler:
         self._on_update = on_update
         self.metrics = metrics
         self.cold = ColdStart()
+        self._after_load: set[asyncio.Task[None]] = set()  # streams to start once a model is loaded
         self.docs = DocStates(metrics)
         self._ids = itertools.count(1)
         self.slots = StreamSlots()
@@ -86,6 +87,8 @@ class Scheduler:
         """Close every running stream (a backend switch or shutdown), loaders included."""
         self.docs.close_all(self.prefetch.drop)
         self.cold.close()
+        for t in list(self._after_load):
+            t.cancel()
 
     def active_streams(self) -> int:
         return len(self.docs.running())
@@ -146,7 +149,12 @@ class Scheduler:
         if doc.latest is not req or req.superseded.is_set():
             return None
         s = doc.stream
-        if (s is None or s.done) and self.up.backend_cold() and not self.cold.running():
+        if (s is None or s.done) and self.up.backend_cold():
+            if self.cold.running():
+                # It waited for another document's model load all along: its own stream
+                # starts once the model is loaded, its suggestion following as an update.
+                self._start_after_load(doc, req)
+                return None
             # The deadline ran out before any stream started (a slow first request: the
             # cache opening, the debounce) while the backend is cold: start the load
             # anyway, so the suggestion follows as an update instead of never.
@@ -159,6 +167,10 @@ class Scheduler:
         if not keep:
             if s.close():
                 self.metrics.count("sched.streams_aborted")
+            elif s.loader and not s.done:
+                # The document's loader, for a place the user has left: spared (the model
+                # load goes on); this request's own stream starts once it is loaded.
+                self._start_after_load(doc, req)
         elif answer is not None and not answer.text:  # loading the model, or evaluating the prompt
             if s.local and not s.loader and not s.kept:
                 s.kept = True  # the prompt's evaluation outlives the request (inflight.py)
@@ -202,6 +214,30 @@ class Scheduler:
         s = self._start_stream(doc, req)
         got = await follow(req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics)
         return None if got is DIVERGED else got  # type: ignore[return-value]
+
+    def _start_after_load(self, doc: DocState, req: Request) -> None:
+        """Once the running model load has its first text (or ends), start ``req``'s own
+        stream if ``req`` is still its document's latest request and no running stream
+        of the document agrees with it; its suggestion goes out as updates."""
+
+        async def later() -> None:
+            await self.cold.wait(req, self.up.backend_cold, self.metrics)
+            if doc.latest is not req or req.superseded.is_set():
+                return
+            s = doc.stream
+            if s is not None and not s.done:
+                typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+                if typed is not None and s.agrees(typed):
+                    return  # the load's own stream serves this request (typed through)
+                s.close()
+            self.metrics.count("sched.started_after_load")
+            s = self._start_stream(doc, req)
+            if req.updates:
+                self._start_updates(doc, req, Answer("", "deadline", s, ""))
+
+        task = asyncio.ensure_future(later())
+        self._after_load.add(task)
+        task.add_done_callback(self._after_load.discard)
 
     def _start_stream(self, doc: DocState, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""

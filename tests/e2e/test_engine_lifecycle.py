@@ -321,3 +321,34 @@ async def test_auto_mode_says_when_the_local_engine_cannot_start(tmp_path):
     assert result is not None and result.items[0].insert_text == "fibonacci(n - 1) + fibonacci(n - 2)"
     assert st["status"]["side"] == "cloud" and st["status"]["enginePid"] is None
     assert len(shown) == 1, shown
+
+
+async def test_request_that_waited_for_another_documents_load_gets_its_own_suggestion(tmp_path):
+    """The first seconds of a session: the model loads (3 s) on file A's request; the user
+    switches to file B and asks there. B's request waits for that one load, is answered
+    null at its deadline (1 s), and once the model is loaded B's own stream starts and its
+    suggestion follows as an update for B. Before, B got nothing until its next key."""
+    async with SimulatedBackend(LatencyModel(ttft_ms=20, tokens_per_s=200, seed=2)) as sim:
+        sim.set_responder(lambda body: "len(rows)" if "rows" in str(body.get("prompt", "")) else "sum(xs)")
+        sim.set_load_on_demand(3.0)
+        env = ollama_env(tmp_path, sim)
+        a, b = "file:///w/a.py", "file:///w/b.py"
+        init = {"requestTimeoutMs": 1000, "debounceMinMs": 0, "debounceMaxMs": 0}
+        async with sidecar(env, init_options=init) as client:
+            open_doc(client, a, "def total(xs):\n    return ")
+            first = asyncio.ensure_future(timed_ask(client, a, 1, 11))
+            await asyncio.sleep(0.2)
+            open_doc(client, b, "def count(rows):\n    return ")
+            t0 = time.monotonic()
+            got_b, took_b = await timed_ask(client, b, 1, 11)
+            await first
+            while not any(u["uri"] == b and u["done"] for _t, u in client.sidecar_updates) and time.monotonic() - t0 < 10:
+                await asyncio.sleep(0.05)
+            b_updates = [(t - t0, u) for t, u in client.sidecar_updates if u["uri"] == b and u["items"]]
+    assert took_b < 1.0 + 0.5 and (got_b is None or not got_b.items), (got_b, took_b)
+    assert b_updates, "file B's request got nothing after the model load"
+    at, last = b_updates[-1]
+    assert last["items"][0]["insertText"] == "len(rows)" and last["done"], last
+    assert (last["version"], last["position"]) == (1, {"line": 1, "character": 11}), last
+    assert at < 3.0 + 1.5, f"B's suggestion came {at:.2f} s after its request (the load takes 3 s)"
+    assert sim.loads_started == 1
