@@ -97,6 +97,8 @@ async def test_the_next_request_joins_a_prefill_that_outlived_its_deadline(tmp_p
             await asyncio.sleep(0.3)
             reqs = infills(sim, "def report(total)")
             evaluated = sim.infill_prefilled_tokens - before
+    print(f"first answered at {first_took:.2f} s; next answered after {second_took:.2f} s; "
+          f"{len(reqs)} upstream request(s), {evaluated} prompt tokens evaluated of {tokens}")
     assert first_took < DEADLINE_MS / 1000 + 0.5, f"the first request took {first_took:.2f} s"
     assert first is None or not first.items  # its prompt was still being evaluated
     assert second is not None and second.items, "the next request got nothing: the prefill was not reused"
@@ -132,6 +134,7 @@ async def test_a_prefill_past_the_deadline_reaches_the_editor_as_an_update(tmp_p
     assert first is None or not first.items
     assert updates, "no suggestion arrived after the deadline: the prefill was thrown away"
     at, last = updates[-1]
+    print(f"answered null at {first_took:.2f} s; the suggestion followed at {at:.2f} s")
     assert last["items"][0]["insertText"] == ANSWER and last["done"], last
     assert (last["version"], last["position"]) == (1, {"line": LINE, "character": COL}), last
     assert at < PREFILL_S + 1.5, f"the update came {at:.2f} s after the request"
