@@ -17,8 +17,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from ..backends.engine_start import warmup_prompt
 from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
+
+
+def _warmup_tokens() -> int:
+    """cl100k tokens of the managed engine's warm-up prompt (``engine_start.warmup_prompt``)."""
+    global _WARMUP_TOKENS
+    if _WARMUP_TOKENS is None:
+        _WARMUP_TOKENS = max(1, tokens.count(warmup_prompt()))
+    return _WARMUP_TOKENS
+
+
+_WARMUP_TOKENS: int | None = None
 
 
 class ContextBudget:
@@ -67,7 +79,19 @@ class ContextBudget:
         s = self._settings()
         b = self._target()
         budget = self._windows.setdefault(self._key(b), window.WindowBudget())
-        pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, window.target_ms(s.target_ttft_ms, b.kind == "local"))
+        engine = b.engine
+        target = window.target_ms(s.target_ttft_ms, b.kind == "local")
+        if engine is not None and target > 0 and budget.prior_ms_per_token is None:
+            if getattr(engine, "warmup_ms", None):
+                # The managed engine's warm-up prompt measured this machine and model once
+                # (window.py, "Prior"): the session's first prompts are sized by it.
+                budget.set_prior(engine.warmup_ms / _warmup_tokens())
+            else:
+                # Still starting: nothing measured yet, and its first prompt waits for the
+                # model load anyway. The smallest windows get the first suggestion soonest.
+                pre = window.WindowBudget.levels(s.prefix_tokens)[0]
+                return pre, window.WindowBudget.suffix_for(pre, s.prefix_tokens, s.suffix_tokens)
+        pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, target)
         busy = self.busy()
         if busy:
             self.metrics.count("context.shrunk_load")

@@ -33,7 +33,14 @@ evaluated under a quarter of their tokens: with the KV cache reused, only a jump
 16-line block shift pays for a cold prompt. Prompt-processing gets at least half the
 target even when ``base`` alone is near it.
 
-**Hysteresis.** Windows start at the maxima. They shrink only when the current level's
+**Prior.** Before there are enough samples, a *prior* slope may stand in for the model
+(``set_prior``; base 0): the managed engine's start-up warm-up prompt, its whole time
+over its prompt tokens (decoding and first-touch included, so it over-estimates the
+cost: the first prompt of a session errs small, and the samples correct it). Without
+one the first prompts of a session are cut at the maxima, which on a 2-core CPU meant
+a first prompt of ~1,300 tokens and ~8 s before the first suggestion.
+
+**Hysteresis.** Windows start at the maxima (or at the prior's choice, at once). They shrink only when the current level's
 prediction is over the target by more than ``HYSTERESIS`` (15 %), to the largest level
 that meets the target; they grow only when the next level up is predicted under the
 target by more than 15 %, to the largest such level; and they change at most once per
@@ -125,6 +132,15 @@ class WindowBudget:
         self._dirty = False
         self._last_prompt = ""
         self.changes = 0
+        self.prior_ms_per_token: float | None = None
+
+    def set_prior(self, ms_per_token: float) -> None:
+        """Use ``ms_per_token`` (ms per prompt token, > 0) with base 0 as the model until
+        there are enough samples (module doc, "Prior"); the next ``windows`` call may
+        move the windows at once."""
+        if ms_per_token > 0:
+            self.prior_ms_per_token = float(ms_per_token)
+            self._dirty = True
 
     # ----------------------------------------------------------- measurements
     def new_text(self, prompt: str) -> str:
@@ -143,10 +159,11 @@ class WindowBudget:
         self._dirty = True
 
     def model(self) -> tuple[float, float] | None:
-        """``(base_ms, ms_per_token)``, or None until there are enough large samples."""
+        """``(base_ms, ms_per_token)``; the prior (base 0) or None until there are enough
+        large samples."""
         large = [s for s in self.samples if s.new_tokens >= LARGE_PROMPT_TOKENS]
         if len(large) < MIN_LARGE_SAMPLES:
-            return None
+            return None if self.prior_ms_per_token is None else (0.0, self.prior_ms_per_token)
         small = [s.ttft_ms for s in self.samples if s.new_tokens < SMALL_PROMPT_TOKENS]
         base = statistics.median(small) if len(small) >= 2 else 0.0
         slope = statistics.median(max(0.0, s.ttft_ms - base) / s.new_tokens for s in large)

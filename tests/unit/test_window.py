@@ -127,3 +127,15 @@ def test_prompt_text_covers_every_body_shape():
     assert prompt_text({"prompt": "P", "suffix": "S"}) == "P\x00S"
     assert prompt_text({"input_extra": [{"filename": "f", "text": "t"}], "input_prefix": "P", "input_suffix": "S"}) == "f\x00t\x00P\x00S"
     assert prompt_text({"messages": [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}]}) == "a\x00b"
+
+
+def test_a_prior_sizes_the_first_windows_at_once_and_samples_take_over():
+    clock = Clock()
+    b = WindowBudget(clock)
+    b.set_prior(0.30)  # e.g. the warm-up prompt: 48 ms for 161 tokens
+    assert b.windows(1024, 256, 300) == (768, 192)  # 0.375 * P <= 300 -> P <= 800: moved at once
+    b.set_prior(-1.0)  # ignored
+    assert b.prior_ms_per_token == 0.30
+    engine(b, 50, 0.10, small=8, large=4)  # the real engine is faster than the prior said
+    clock.t += window.MIN_CHANGE_INTERVAL_S
+    assert b.windows(1024, 256, 300) == (1024, 256)
