@@ -80,13 +80,31 @@ def _real_backend() -> dict[str, Any]:
         return {"error": str(exc)}
 
 
+def _local_backend() -> dict[str, Any]:
+    """The model a ``local`` run's managed engine loads, as the sidecar resolves it."""
+    import os
+
+    from ...models.select import choose
+
+    try:
+        c = choose(os.environ.get("SIDECAR_LOCAL_MODEL") or None, os.environ.get("SIDECAR_LOCAL_MODEL_PATH") or None)
+        return {"engine": "managed (llama-cpp-python)", "model": str(getattr(c, "name", "") or ""),
+                "path": str(getattr(c, "path", "") or "")}
+    except Exception as exc:  # noqa: BLE001 - described, not fatal: the run reports its own errors
+        return {"error": str(exc)}
+
+
+def _backend_info(backend: str) -> dict[str, Any]:
+    return _local_backend() if backend == "local" else _real_backend()
+
+
 def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan],
                     modes: list[str]) -> dict[str, Any]:
     sim = opts.backend == "simulated"
     return {
         "modes": {m: asdict(MODE_SPECS[m]) for m in modes},
         "backend": opts.backend,
-        "real_backend": None if sim else _real_backend(),
+        "real_backend": None if sim else _backend_info(opts.backend),
         "seed": opts.seed,
         "latency": opts.latency if sim else None,
         "wrong_rate": opts.wrong_rate if sim else None,
@@ -169,6 +187,8 @@ async def run_bench(
         lat = opts.latency
         title = (f"keystroke replay, seed {seed}: TTFT median {lat['ttft_ms']:g} ms "
                  f"(sigma {lat.get('ttft_jitter', 0):g}), {lat['tokens_per_s']:g} tokens/s")
+    elif backend == "local":
+        title = f"keystroke replay, seed {seed}: local engine, {_local_backend().get('model', '')}"
     else:
         real = _real_backend()
         title = f"keystroke replay, seed {seed}: SiliconFlow {real.get('model', '')} at {real.get('base_url', '')}"
@@ -242,6 +262,9 @@ backends:
                        requests and aborts come from the sidecar's own counters, and what
                        only the simulator sees (tokens generated, per-request upstream
                        bars in the timeline) shows as "-" or is left out.
+  local                the sidecar's managed engine on this machine with the model
+                       SIDECAR_LOCAL_MODEL names (default auto: the installed code model),
+                       typing at the same human pace; upstream figures as for siliconflow.
   Without --backend siliconflow the bench never contacts SiliconFlow; with it and no key
   it exits with status 2.
 
@@ -271,7 +294,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated runs, in order, from: sidecar (prefetch on), sidecar-noprefetch "
                         f"(SIDECAR_PREFETCH=false), naive (default {','.join(DEFAULT_MODES)})")
     p.add_argument("--backend", choices=BACKENDS, default="simulated",
-                   help="simulated (default) or siliconflow: the real API, only with SILICONFLOW_API_KEY set")
+                   help="simulated (default); siliconflow: the real API, only with SILICONFLOW_API_KEY set; "
+                        "local: the managed engine with SIDECAR_LOCAL_MODEL (default: the installed code model)")
     p.add_argument("--ttft-ms", type=float, default=None,
                    help=f"simulated backend: median time to first token (default {DEFAULT_LATENCY['ttft_ms']:g})")
     p.add_argument("--ttft-jitter", type=float, default=None,
@@ -307,14 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         return team_main(argv[1:])
     args = _parser().parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.backend == "siliconflow":
-        if siliconflow_key() is None:
-            print(NO_KEY_MESSAGE, file=sys.stderr)
-            return 2
+    if args.backend == "siliconflow" and siliconflow_key() is None:
+        print(NO_KEY_MESSAGE, file=sys.stderr)
+        return 2
+    if args.backend != "simulated":
         given = ["--" + k.replace("_", "-") for k in SIM_ONLY if getattr(args, k) is not None]
         if given:
             print(f"sidecar bench: {', '.join(given)} set(s) the simulated backend and does not apply to "
-                  "--backend siliconflow", file=sys.stderr)
+                  f"--backend {args.backend}", file=sys.stderr)
             return 2
     if args.keystrokes < 1:
         print("--keystrokes must be at least 1", file=sys.stderr)
@@ -364,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         lat = (f"TTFT median {latency['ttft_ms']:g} ms (sigma {latency['ttft_jitter']:g}), "
                f"{latency['tokens_per_s']:g} tokens/s")
         where = f"simulated backend {lat}, {100 * wrong_rate:g}% wrong answers"
+    elif args.backend == "local":
+        where = f"local engine, {_local_backend().get('model')}"
     else:
         real = _real_backend()
         where = f"SiliconFlow {real.get('model')} at {real.get('base_url')}"
@@ -371,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f", sidecar cancel order: {args.cancel}" if args.cancel != "before" else "")
           + (f", settings {settings}" if settings else ""))
     print(result.table)
-    if args.backend == "siliconflow":
+    if args.backend != "simulated":
         print("real backend: upstream requests and aborts are the sidecar's own counters (sidecar.stats); "
               "rows shown '-' need the simulator's records (or a server token counter)")
     for mode, s in result.summaries.items():

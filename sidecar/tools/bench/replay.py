@@ -28,6 +28,9 @@ a file's last accept, within the grace period); typing goes on after the accept.
 
 Backends (``RunOptions.backend``): ``simulated`` (the default) starts the simulated
 backend of :mod:`.simproc` for each run and reads its request records afterwards;
+``local`` starts no simulator: the sidecar runs its managed engine (llama-cpp-python) with
+the model ``SIDECAR_LOCAL_MODEL`` names (or ``SIDECAR_LOCAL_MODEL_PATH``; unset:
+``auto``, the installed code model), as a user in local mode types;
 ``siliconflow`` starts no simulator and lets the sidecar talk to the real SiliconFlow
 with the user's ``SILICONFLOW_API_KEY`` (and ``SIDECAR_BASE_URL``, ``SIDECAR_MODEL``,
 ``SIDECAR_SILICONFLOW_REGION``, ``SIDECAR_FIM`` when set). Acceptance still compares
@@ -81,7 +84,10 @@ MODE_SPECS: dict[str, ModeSpec] = {
 MODES = {name: spec.scheduling for name, spec in MODE_SPECS.items()}
 DEFAULT_MODES = ("sidecar", "sidecar-noprefetch", "naive")
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
-BACKENDS = ("simulated", "siliconflow")
+BACKENDS = ("simulated", "siliconflow", "local")
+#: Environment variables of the user's that a ``local`` run passes to the sidecar.
+LOCAL_ENV = ("SIDECAR_LOCAL_MODEL", "SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_MODELS_DIR", "SIDECAR_LOCAL_N_GPU_LAYERS",
+             "SIDECAR_LOCAL_THREADS")
 #: Environment variables of the user's that a ``siliconflow`` run passes to the sidecar.
 SILICONFLOW_ENV = ("SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_MODEL", "SIDECAR_SILICONFLOW_REGION",
                    "SIDECAR_FIM")
@@ -293,6 +299,8 @@ class ModeRun:
     def _server_env(self, base_url: str | None) -> dict[str, str]:
         if self.opts.backend == "siliconflow":
             return self._real_env()
+        if self.opts.backend == "local":
+            return self._local_env()
         # The simulator plays SiliconFlow on loopback, which is not a SiliconFlow host:
         # the provider is named so that the sidecar sends SiliconFlow's request shape
         # (unless ``--set provider=...`` chose one in the config file).
@@ -327,6 +335,16 @@ class ModeRun:
         )
         keep = {*self._common_env(), *user, "SIDECAR_PROVIDER", "SIDECAR_MODE"}
         return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
+
+    def _local_env(self) -> dict[str, str]:
+        """Local mode on the managed engine: the user's model choice (``LOCAL_ENV``), no
+        key, nothing else of the user's sidecar settings."""
+        import os
+
+        user = {k: os.environ[k] for k in LOCAL_ENV if os.environ.get(k, "").strip()}
+        ours = {**self._common_env(), **user, "SIDECAR_MODE": "local"}
+        env = server_environment(ours, default_command=True)
+        return {k: v for k, v in env.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in ours}
 
     # -------------------------------------------------------------- the run
     async def run(self) -> dict[str, Any]:
