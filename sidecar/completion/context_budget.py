@@ -105,8 +105,6 @@ class ContextBudget:
         budget = self._windows.setdefault(self._key(target), window.WindowBudget())
         text = window.prompt_text(req.body)
         new = budget.new_text(text)
-        if not record or info.ttft_ms is None:
-            return
         total = tokens.count(text)
         timings = info.usage.get("timings") if isinstance(info.usage.get("timings"), dict) else {}
         done, cached = timings.get("prompt_n"), timings.get("cache_n")
@@ -114,6 +112,12 @@ class ContextBudget:
             new_tokens = round(total * done / (done + cached))
         else:
             new_tokens = tokens.count(new) if len(new) < len(text) else total
+        # What each upstream request cost the engine in prefill (cl100k estimate), for
+        # ``sidecar.stats`` and the typing benchmark; a cloud's cache is not visible.
+        self.metrics.observe_size("prompt.new_tokens", new_tokens)
+        self.metrics.observe_size("prompt.tokens", total)
+        if not record or info.ttft_ms is None:
+            return
         budget.observe(new_tokens, total, info.ttft_ms)
 
     def add_crossfile(self, ctx: CompletionContext, uri: str, cursor_line: int) -> CompletionContext:

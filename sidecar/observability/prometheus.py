@@ -39,6 +39,9 @@ class _Collector:
                 if st[k] is not None:
                     q.add_metric([label], st[k])
             yield q
+        for key, st in sorted(snap.get("sizes", {}).items()):  # e.g. prompt tokens per request
+            yield SummaryMetricFamily(_name(key), f"sidecar size {key} (per event, recent window)",
+                                      count_value=st["count"], sum_value=(st["mean"] or 0) * st["count"])
 
 
 def start_exporter(metrics: Any, port: int) -> Any:

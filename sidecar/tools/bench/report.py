@@ -84,6 +84,7 @@ EXTRA_ROWS: list[tuple[str, str]] = [
     ("prefetch_counts", "prefetch wasted / cancelled / skipped"),
     ("upstream_requests", "upstream requests"),
     ("tokens_generated", "tokens generated"),
+    ("prefill_tokens", "prompt tokens to evaluate per request p50 / p90"),
     ("answers_with_text", "LSP answers with text / sent"),
     ("key_lateness_ms", "typist lateness mean / max (ms)"),
 ]
@@ -154,6 +155,9 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "prefetch_counts": {k: int(pf.get(k, 0)) for k in ("wasted", "cancelled", "skipped_budget",
                                                             "skipped_busy", "skipped_cached")} if prefetch_on else None,
         "answers_from_prefetch": int(counters.get("answers.prefetch", 0)),
+        # cl100k tokens after the beginning shared with the previous prompt (what a
+        # llama.cpp engine evaluates again), per upstream request, from sidecar.stats.
+        "prefill_tokens": (stats.get("sizes") or {}).get("prompt.new_tokens"),
         "acceptance": stats.get("acceptance"),
         "accept_tts_p50_ms": percentile(after, 50),
         "accept_tts_p90_ms": percentile(after, 90),
@@ -237,6 +241,8 @@ def _cell(key: str, s: dict[str, Any]) -> str:
         return f"{v} ({s['accepted_chars']})"
     if key == "answers_with_text":
         return f"{v} / {s['inline_sent']}"
+    if key == "prefill_tokens":
+        return "-" if not v or v.get("p50") is None else f"{v['p50']:.0f} / {v['p90']:.0f}"
     if key == "key_lateness_ms":
         mean, mx = s["key_lateness_mean_ms"], s["key_lateness_max_ms"]
         return "-" if mean is None else f"{mean:.1f} / {mx:.0f}"
