@@ -193,6 +193,9 @@ class StreamRunner:
                 return out
             except asyncio.CancelledError:
                 svc.metrics.count("upstream.cancelled")
+                # The engine saw this prompt (its KV cache holds what it evaluated): count
+                # its prefill and remember it as the last prompt; no latency sample.
+                svc.contexts.observe(target, req, info, record=False)
                 # Closing a stream mid-way closes its socket (HTTP/1.1); open a spare one
                 # now so the next request does not pay for a TCP and TLS handshake.
                 svc._spare_connection()
