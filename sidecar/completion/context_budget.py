@@ -89,8 +89,8 @@ class ContextBudget:
             else:
                 # Still starting: nothing measured yet, and its first prompt waits for the
                 # model load anyway. The smallest windows get the first suggestion soonest.
-                pre = window.WindowBudget.levels(s.prefix_tokens)[0]
-                return pre, window.WindowBudget.suffix_for(pre, s.prefix_tokens, s.suffix_tokens)
+                return (min(window.STARTING_PREFIX_TOKENS, s.prefix_tokens),
+                        window.WindowBudget.suffix_levels(s.suffix_tokens)[0])
         pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, target)
         busy = self.busy()
         if busy:

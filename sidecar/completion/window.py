@@ -1,5 +1,6 @@
-"""The context window as a latency budget: prefix/suffix windows sized so that a cold
-prompt meets a target time to first token.
+"""The context window as a latency budget: a suffix window sized so that a key costs
+the engine no more than a target time to first token, and a prefix window sized so
+that a jump to a new place costs no more than a few times that.
 
 ``prefix_tokens`` and ``suffix_tokens`` (cl100k tokens) are the largest windows; this
 module picks the windows actually cut, from what the backend's streams measured.
@@ -21,17 +22,28 @@ model and the windows stay where they are). Medians, because a request queued be
 prefetch on a one-slot engine measures the queue, not the prompt. The last
 ``MAX_SAMPLES`` samples count.
 
-**Rule.** The prefix window takes the levels ``FLOOR_TOKENS`` (or ``prefix_tokens`` if
-smaller), then multiples of ``STEP_TOKENS``, up to ``prefix_tokens``; the suffix window
-is ``prefix * suffix_tokens / prefix_tokens`` (rounded up, at most ``suffix_tokens``). A
-level's predicted cold TTFT is ``base + ms_per_token * (prefix + suffix)``. The target is
-``target_ttft_ms`` (default: ``LOCAL_TARGET_TTFT_MS`` = 300 ms on a local backend; a
-cloud backend's TTFT is mostly network and queue, so there the budget is off unless
-the setting is given; 0 turns it off everywhere: the windows are the maxima). The
-target doubles (``REUSE_STRETCH``) while at least ``REUSE_SHARE`` of the recent prompts
-evaluated under a quarter of their tokens: with the KV cache reused, only a jump or a
-16-line block shift pays for a cold prompt. Prompt-processing gets at least half the
-target even when ``base`` alone is near it.
+**Rule: two costs, two windows.** In the prefix-suffix-middle order the suffix comes
+after the cursor, so every key makes the engine evaluate the suffix window again, while
+the prefix window's start snaps to a block boundary (``context.py``) and stays in the KV
+cache as long as the user types in that block: the prefix is paid once per place, the
+suffix after every key. So:
+
+- the **suffix window** is the largest suffix level (``SUFFIX_FLOOR_TOKENS``, then
+  multiples of ``SUFFIX_STEP_TOKENS``, up to ``suffix_tokens``) whose predicted cost
+  ``base + ms_per_token * suffix`` meets the *key target*, ``target_ttft_ms`` (default
+  ``LOCAL_TARGET_TTFT_MS`` = 300 ms on a local backend; a cloud backend's TTFT is mostly
+  network and queue, so there the budget is off unless the setting is given; 0 turns it
+  off everywhere: the windows are the maxima). Prompt processing gets at least half the
+  target even when ``base`` alone is near it.
+- the **prefix window** is the largest prefix level (``PREFIX_FLOOR_TOKENS``, then
+  multiples of ``PREFIX_STEP_TOKENS``, up to ``prefix_tokens``) whose cold prompt, prefix
+  plus that suffix, is predicted to meet the *cold target*, ``COLD_STRETCH`` times the
+  key target (1.2 s at the default): a jump to a new place.
+- The floors are quality floors, measured (``sidecar bench quality``, Qwen2.5-Coder-0.5B,
+  80 holes, 2-core CPU, docs/architecture.md): a 256-token prefix was right on the first
+  line 38% of the time, 512 tokens 42%; the suffix at 32, 64 and 128 tokens 38, 38 and
+  40% while each suffix token costs every key. On that CPU both floors hold (~4.5 ms a
+  token); a GPU gets the maxima.
 
 **Prior.** Before there are enough samples, a *prior* slope may stand in for the model
 (``set_prior``; base 0): the managed engine's start-up warm-up prompt, its whole time
@@ -40,25 +52,28 @@ cost: the first prompt of a session errs small, and the samples correct it). Wit
 one the first prompts of a session are cut at the maxima, which on a 2-core CPU meant
 a first prompt of ~1,300 tokens and ~8 s before the first suggestion.
 
-**Hysteresis.** Windows start at the maxima (or at the prior's choice, at once). They shrink only when the current level's
-prediction is over the target by more than ``HYSTERESIS`` (15 %), to the largest level
-that meets the target; they grow only when the next level up is predicted under the
-target by more than 15 %, to the largest such level; and they change at most once per
-``MIN_CHANGE_INTERVAL_S`` (30 s). Every change breaks the KV-cache-friendly prompt
+**Hysteresis.** Windows start at the maxima (or at the prior's choice, at once). Each
+window shrinks only when its current level's prediction is over its target by more
+than ``HYSTERESIS`` (15 %), to the largest level that meets the target; it grows only
+when the next level up is predicted under the target by more than 15 %, to the largest
+such level; and the windows change at most once per ``MIN_CHANGE_INTERVAL_S`` (30 s). Every change breaks the KV-cache-friendly prompt
 beginning and the cache keys once, so it must be rare.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-STEP_TOKENS = 128
-FLOOR_TOKENS = 256
+PREFIX_STEP_TOKENS = 128
+PREFIX_FLOOR_TOKENS = 512
+SUFFIX_STEP_TOKENS = 64
+SUFFIX_FLOOR_TOKENS = 64
+STARTING_PREFIX_TOKENS = 256  # while the managed engine starts (context_budget.py)
+COLD_STRETCH = 4.0
 LOCAL_TARGET_TTFT_MS = 300
 SMALL_PROMPT_TOKENS = 128
 LARGE_PROMPT_TOKENS = 256
@@ -66,12 +81,10 @@ MIN_LARGE_SAMPLES = 3
 MAX_SAMPLES = 32
 HYSTERESIS = 0.15
 MIN_CHANGE_INTERVAL_S = 30.0
-REUSE_SHARE = 0.75
-REUSE_STRETCH = 2.0
 
 
 def target_ms(setting: int | None, local: bool) -> int:
-    """The target cold TTFT in ms: ``target_ttft_ms`` when set (0: off), else
+    """The key target TTFT in ms: ``target_ttft_ms`` when set (0: off), else
     ``LOCAL_TARGET_TTFT_MS`` for a local backend and 0 (off) for a cloud one."""
     if setting is not None:
         return max(0, setting)
@@ -127,7 +140,7 @@ class WindowBudget:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.samples: deque[Sample] = deque(maxlen=MAX_SAMPLES)
-        self._prefix: int | None = None  # current prefix window; None: the maximum
+        self._windows: tuple[int, int] | None = None  # current (prefix, suffix); None: the maxima
         self._changed_at: float | None = None
         self._dirty = False
         self._last_prompt = ""
@@ -169,69 +182,71 @@ class WindowBudget:
         slope = statistics.median(max(0.0, s.ttft_ms - base) / s.new_tokens for s in large)
         return base, slope
 
-    def reuse_share(self) -> float:
-        """Share of recent prompts that evaluated under a quarter of their tokens."""
-        if not self.samples:
-            return 0.0
-        return sum(1 for s in self.samples if s.new_tokens * 4 < s.total_tokens) / len(self.samples)
-
     # ----------------------------------------------------------- windows
     def windows(self, max_prefix: int, max_suffix: int, target: int) -> tuple[int, int]:
         """``(prefix_tokens, suffix_tokens)`` to cut now, for maxima ``max_prefix`` /
-        ``max_suffix`` and a target cold TTFT of ``target`` ms (0: the maxima)."""
+        ``max_suffix`` (cl100k tokens) and a key target of ``target`` ms (0: the maxima);
+        module doc, "Rule" and "Hysteresis"."""
         if target <= 0 or max_prefix <= 0:
-            self._prefix = None
+            self._windows = None
             return max_prefix, max_suffix
-        levels = self.levels(max_prefix)
-        current = self._prefix if self._prefix in levels else max_prefix
+        pre_levels, suf_levels = self.levels(max_prefix), self.suffix_levels(max_suffix)
+        current = self._windows
+        if current is None or current[0] not in pre_levels or current[1] not in suf_levels:
+            current = (max_prefix, max_suffix)
         if self._dirty:
             self._dirty = False
-            wanted = self._decide(current, levels, max_prefix, max_suffix, target)
+            wanted = self._decide(current, pre_levels, suf_levels, target)
             if wanted != current:
                 now = self._clock()
                 if self._changed_at is None or now - self._changed_at >= MIN_CHANGE_INTERVAL_S:
                     self._changed_at = now
                     self.changes += 1
                     current = wanted
-        self._prefix = current
-        return current, self.suffix_for(current, max_prefix, max_suffix)
+        self._windows = current
+        return current
 
     @staticmethod
     def levels(max_prefix: int) -> list[int]:
-        """The prefix window sizes allowed for maximum ``max_prefix``, ascending."""
-        floor = min(FLOOR_TOKENS, max_prefix)
-        out = [floor] + [n for n in range(STEP_TOKENS, max_prefix, STEP_TOKENS) if n > floor]
-        if out[-1] != max_prefix:
-            out.append(max_prefix)
-        return out
+        """The prefix window sizes (cl100k tokens) allowed for maximum ``max_prefix``,
+        ascending: ``PREFIX_FLOOR_TOKENS`` (or the maximum, if smaller), then multiples
+        of ``PREFIX_STEP_TOKENS``, then the maximum."""
+        return _levels(max_prefix, PREFIX_FLOOR_TOKENS, PREFIX_STEP_TOKENS)
 
     @staticmethod
-    def suffix_for(prefix: int, max_prefix: int, max_suffix: int) -> int:
-        return min(max_suffix, math.ceil(prefix * max_suffix / max_prefix)) if max_prefix else max_suffix
+    def suffix_levels(max_suffix: int) -> list[int]:
+        """The suffix window sizes allowed for maximum ``max_suffix`` (``[0]`` for 0)."""
+        return _levels(max_suffix, SUFFIX_FLOOR_TOKENS, SUFFIX_STEP_TOKENS)
 
-    def predict_ms(self, prefix: int, max_prefix: int, max_suffix: int) -> float | None:
-        """Predicted cold TTFT (ms) of prefix window ``prefix`` and its suffix window."""
-        m = self.model()
-        if m is None:
-            return None
-        base, slope = m
-        return base + slope * (prefix + self.suffix_for(prefix, max_prefix, max_suffix))
-
-    def _decide(self, current: int, levels: list[int], max_prefix: int, max_suffix: int, target: int) -> int:
+    def _decide(self, current: tuple[int, int], pre_levels: list[int], suf_levels: list[int],
+                target: int) -> tuple[int, int]:
         m = self.model()
         if m is None:
             return current
         base, slope = m
-        goal = target * (REUSE_STRETCH if self.reuse_share() >= REUSE_SHARE else 1.0)
-        goal = max(goal, base + goal / 2)  # prompt processing gets at least half the target
+        key_goal = max(target, base + target / 2)  # prompt processing gets at least half the target
+        suffix = _pick(current[1], suf_levels, lambda s: base + slope * s, key_goal)
+        prefix = _pick(current[0], pre_levels, lambda p: base + slope * (p + suffix), key_goal * COLD_STRETCH)
+        return prefix, suffix
 
-        def predict(p: int) -> float:
-            return base + slope * (p + self.suffix_for(p, max_prefix, max_suffix))
 
-        if predict(current) > goal * (1 + HYSTERESIS):
-            fitting = [p for p in levels if predict(p) <= goal]
-            return fitting[-1] if fitting else levels[0]
-        above = [p for p in levels if p > current]
-        if above and predict(above[0]) <= goal * (1 - HYSTERESIS):
-            return [p for p in levels if predict(p) <= goal * (1 - HYSTERESIS)][-1]
-        return current
+def _levels(maximum: int, floor: int, step: int) -> list[int]:
+    low = min(floor, maximum)
+    out = [low] + [n for n in range(step, maximum, step) if n > low]
+    if out[-1] != maximum:
+        out.append(maximum)
+    return out
+
+
+def _pick(current: int, levels: list[int], cost: Callable[[int], float], goal: float) -> int:
+    """The level to move to from ``current`` for predicted ``cost`` (ms) and ``goal`` (ms),
+    with ``HYSTERESIS`` (module doc)."""
+    if current not in levels:
+        current = levels[-1]
+    if cost(current) > goal * (1 + HYSTERESIS):
+        fitting = [n for n in levels if cost(n) <= goal]
+        return fitting[-1] if fitting else levels[0]
+    above = [n for n in levels if n > current]
+    if above and cost(above[0]) <= goal * (1 - HYSTERESIS):
+        return [n for n in levels if cost(n) <= goal * (1 - HYSTERESIS)][-1]
+    return current
