@@ -41,6 +41,10 @@ async def test_bench_runs_every_mode_and_reports_every_row(tmp_path):
         assert 0 < s["keystrokes"] <= raw["files"][0]["planned_keys"]  # accepts skip keys
         assert s["pauses"] > 0
         assert s["upstream_requests"] > 0
+        # Per key: every typed key asked once; shown-and-right within shown within asked.
+        assert s["keys_asked"] == s["keys_typed"]
+        assert 0 <= s["keys_shown_right"] <= s["keys_shown"] <= s["keys_asked"]
+        assert (s["keys_shown_p50_ms"] is None) == (s["keys_shown"] == 0)
         # One record per accept, each with the re-request sent right after it.
         assert len(raw["after_accept"]) == s["accepted"]
         sent = {r["id"]: r for r in raw["requests"]}

@@ -136,6 +136,7 @@ class LspRequest:
     error: str | None = None
     cancel_sent: bool = False
     current: bool | None = None  # answered while the document was still at ``version``
+    expected: str | None = None  # what the typist types next, to the region's end (inline)
 
     def to_dict(self, t0: float) -> dict[str, Any]:
         return {
@@ -457,6 +458,7 @@ class ModeRun:
         """Insert ``text`` at ``cursor`` (one didChange) and ask for a completion."""
         t = self._insert(cursor, text, due)
         req = self._ask(uri, cursor + len(text), last)
+        req.expected = plan.text[cursor + len(text):plan.end]
         return t, req
 
     def _insert(self, cursor: int, text: str, due: float) -> float:
@@ -645,6 +647,15 @@ class ModeRun:
                 "cancels_sent": sum(1 for r in inline if r.cancel_sent),
                 "errors": sum(1 for r in inline if r.error),
                 "non_empty_answers": sum(1 for r in inline if r.text),
+                # Per key: a suggestion shown before the next key (answered with text
+                # while the document was still the one asked about), and one the typist
+                # then typed (the typed text continues with it).
+                "keys_asked": sum(1 for r in inline if r.expected is not None),
+                "keys_shown": sum(1 for r in inline if r.expected is not None and r.text and r.current),
+                "keys_shown_right": sum(1 for r in inline if r.expected is not None and r.text and r.current
+                                        and r.expected.startswith(r.text)),
+                "keys_shown_ms": [round((r.answered - r.sent) * 1000, 1) for r in inline
+                                  if r.expected is not None and r.text and r.current and r.answered is not None],
                 "update_notifications": self.updates,
             },
             "key_lateness_ms": _summary(self.key_lateness_ms),

@@ -66,6 +66,9 @@ ROWS: list[tuple[str, str]] = [
     ("tts_p90_ms", "time-to-suggestion at pauses p90 (ms)"),
     ("tts_p99_ms", "time-to-suggestion at pauses p99 (ms)"),
     ("pauses_with_suggestion", "pauses that show a valid suggestion"),
+    ("keys_shown", "keys with a suggestion before the next key"),
+    ("keys_shown_right", "keys with a right suggestion before the next key"),
+    ("keys_shown_p50_ms", "time to suggestion at those keys p50 / p90 (ms)"),
     ("upstream_per_100_keys", "upstream requests per 100 keystrokes"),
     ("upstream_aborted", "upstream streams aborted"),
     ("tokens_per_accepted_char", "tokens generated per accepted character"),
@@ -133,6 +136,11 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "lsp_sent": sent,
         "lsp_unanswered": sent - answered,
         "answers_with_text": lsp["non_empty_answers"],
+        "keys_asked": lsp.get("keys_asked"),
+        "keys_shown": lsp.get("keys_shown"),
+        "keys_shown_right": lsp.get("keys_shown_right"),
+        "keys_shown_p50_ms": percentile(lsp.get("keys_shown_ms") or [], 50),
+        "keys_shown_p90_ms": percentile(lsp.get("keys_shown_ms") or [], 90),
         "inline_sent": lsp["inline_sent"],
         "keystrokes": keystrokes,
         "keys_typed": raw["keys_typed"],
@@ -241,6 +249,11 @@ def _cell(key: str, s: dict[str, Any]) -> str:
         return f"{v} ({s['accepted_chars']})"
     if key == "answers_with_text":
         return f"{v} / {s['inline_sent']}"
+    if key in ("keys_shown", "keys_shown_right"):
+        n = s.get("keys_asked")
+        return "-" if v is None or not n else f"{100 * v / n:.0f}% ({v}/{n})"
+    if key == "keys_shown_p50_ms":
+        return "-" if v is None else f"{v:.0f} / {s['keys_shown_p90_ms']:.0f}"
     if key == "prefill_tokens":
         return "-" if not v or v.get("p50") is None else f"{v['p50']:.0f} / {v['p90']:.0f}"
     if key == "key_lateness_ms":
