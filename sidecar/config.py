@@ -84,7 +84,7 @@ class Settings:
     local_threads: int | None = None
     scheduling: str = "adaptive"  # adaptive | naive (no debounce, no reuse: a baseline)
     debounce_min_ms: int = 50
-    debounce_max_ms: int = 400
+    debounce_max_ms: int | None = None  # None: 400 for a cloud backend, 100 for a local engine
     first_line_deadline_ms: int = 250
     max_concurrent_streams: int = 4
     prefetch_enabled: bool = True
@@ -507,7 +507,7 @@ def build(*layers: Mapping[str, Any]) -> Settings:
         raise ConfigError(f"invalid settings: local_engine '{s.local_engine}' needs local_url (SIDECAR_LOCAL_URL)")
     if s.local_engine == "ollama" and not s.local_model and s.resolved_mode in ("local", "auto"):
         raise ConfigError("invalid settings: local_engine 'ollama' needs local_model (SIDECAR_LOCAL_MODEL), e.g. qwen2.5-coder:1.5b")
-    if s.debounce_min_ms > s.debounce_max_ms:
+    if s.debounce_max_ms is not None and s.debounce_min_ms > s.debounce_max_ms:
         raise ConfigError(
             f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})"
         )

@@ -29,7 +29,7 @@ from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
 from .answer import DIVERGED, at_deadline, follow
 from .context import CompletionContext
-from .debounce import debounce_ms, superseded_within
+from .debounce import ceiling_ms, debounce_ms, superseded_within
 from .inflight import InflightStream
 from .coldstart import ColdStart
 from .postprocess import StreamFilter
@@ -199,7 +199,8 @@ class Scheduler:
         wait = debounce_ms(
             invoked=req.invoked, cadence_ms=doc.cadence.interval_ms(),
             line_prefix=req.ctx.line_prefix, line_suffix=req.ctx.line_suffix,
-            ttft_ms=self.up.recent_ttft_ms(), floor_ms=st.debounce_min_ms, ceiling_ms=st.debounce_max_ms,
+            ttft_ms=self.up.recent_ttft_ms(), floor_ms=st.debounce_min_ms,
+            ceiling_ms=max(st.debounce_min_ms, ceiling_ms(st.debounce_max_ms, self.up.local_backend())),
         )
         self.metrics.observe("debounce", wait)
         if wait > 0 and await superseded_within(req, wait / 1000):

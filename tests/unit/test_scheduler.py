@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from sidecar.completion.context import build_context
-from sidecar.completion.debounce import Cadence, context_factor, debounce_ms
+from sidecar.completion.debounce import Cadence, ceiling_ms, context_factor, debounce_ms
 from sidecar.completion.prefetch import TokenBudget
 from sidecar.completion.request import Request
 from sidecar.completion.scheduler import Scheduler
@@ -259,6 +259,28 @@ def test_context_factor(line_prefix, factor):
 def test_debounce_ms(kw, expected):
     got = debounce_ms(line_prefix="retur", line_suffix="", floor_ms=50, ceiling_ms=400, **kw)
     assert got == pytest.approx(expected)
+
+
+def test_debounce_ceiling_defaults_by_backend():
+    assert ceiling_ms(None, local=True) == 100 and ceiling_ms(None, local=False) == 400
+    assert ceiling_ms(250, local=True) == 250 and ceiling_ms(0, local=False) == 0
+
+
+@pytest.mark.parametrize("local, setting, expected", [(True, None, 100), (False, None, 400), (True, 300, 300)])
+async def test_the_scheduler_waits_the_backends_debounce_ceiling(local, setting, expected):
+    # A slow typist (1 s between keys, a word in progress): the cadence asks for 2.1 s,
+    # so the wait is the ceiling: 100 ms on a local engine, 400 ms on a cloud, unless set.
+    st = Settings(debounce_min_ms=0, debounce_max_ms=setting, prefetch_enabled=False)
+    sched, up, _ = make(st)
+    sched.up.local = local
+    text = DOC[:AT] + "va" + DOC[AT:]
+    req = request(text, AT + 2)
+    for t in (0.0, 1000.0, 2000.0):
+        sched.docs.get(req.uri).cadence.keystroke(t)
+    task = asyncio.ensure_future(sched.request(req))
+    await up.release(0, "lue\n", end=True)
+    await task
+    assert sched.metrics.recent("debounce") == [pytest.approx(expected)]
 
 
 def test_cadence_ignores_pauses():
