@@ -34,6 +34,11 @@ RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 MAX_START_CRASHES = 3
 
 
+#: Seconds the warm-up waits for the first completion request once the engine's server
+#: answers, to warm up on that request's prompt (``ManagedEngine.wait_ready``).
+WARMUP_REQUEST_GRACE_S = 0.5
+
+
 class LocalEngineBackend(BackendBase):
     """The embedded default backend: a :class:`ManagedEngine` behind an OpenAI-compatible
     client. Requests wait for the engine to be ready (up to ``cold_start_timeout_ms``);
@@ -97,7 +102,7 @@ class LocalEngineBackend(BackendBase):
         try:
             await asyncio.to_thread(self.engine.check)  # the model's header is read off the loop
             self.engine.spawn()
-            await self.engine.wait_ready(self.cold_start_timeout_s)
+            await self.engine.wait_ready(self.cold_start_timeout_s, request_grace_s=WARMUP_REQUEST_GRACE_S)
         except BackendError as err:
             self.engine.stop_sync()
             if isinstance(err, EngineStartError) and err.crashed:
@@ -187,6 +192,12 @@ class LocalEngineBackend(BackendBase):
             code = self.engine.proc.returncode if self.engine.proc else None
             raise BackendError(ENGINE, f"the local engine {describe_exit(code)} while answering; its log is "
                                        f"{self.engine.log_path}", actionable=False) from None
+
+    def expect_prompt(self, prompt: object) -> None:
+        """A completion request with this prompt waits for the engine: if the warm-up has
+        not started, it runs on this prompt (``ManagedEngine.wait_ready``)."""
+        if isinstance(prompt, str) and prompt and not self.ready:
+            self.engine.waiting_prompt = prompt
 
     async def prewarm(self) -> None:
         self.start()

@@ -22,15 +22,11 @@ from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
 
 
-def _warmup_tokens() -> int:
-    """cl100k tokens of the managed engine's warm-up prompt (``engine_start.warmup_prompt``)."""
-    global _WARMUP_TOKENS
-    if _WARMUP_TOKENS is None:
-        _WARMUP_TOKENS = max(1, tokens.count(warmup_prompt()))
-    return _WARMUP_TOKENS
-
-
-_WARMUP_TOKENS: int | None = None
+def _warmup_tokens(engine: Any) -> int:
+    """cl100k tokens of the managed engine's warm-up prompt (the waiting request's, or
+    ``engine_start.warmup_prompt``)."""
+    text = getattr(engine, "warmup_text", None)
+    return max(1, tokens.count(text if isinstance(text, str) else warmup_prompt()))
 
 
 class ContextBudget:
@@ -85,7 +81,7 @@ class ContextBudget:
             if getattr(engine, "warmup_ms", None):
                 # The managed engine's warm-up prompt measured this machine and model once
                 # (window.py, "Prior"): the session's first prompts are sized by it.
-                budget.set_prior(engine.warmup_ms / _warmup_tokens())
+                budget.set_prior(engine.warmup_ms / _warmup_tokens(engine))
             else:
                 # Still starting: nothing measured yet, and its first prompt waits for the
                 # model load anyway. The smallest windows get the first suggestion soonest.

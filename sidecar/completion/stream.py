@@ -76,6 +76,19 @@ class StreamRunner:
         """No stream event from ``target`` since it started or came back."""
         return warm_key_of(target) not in self._warm
 
+    def _build(self, ctx: CompletionContext, strategy: str, target: Any, model: str) -> tuple[Any, str, Any]:
+        """``(healing plan, line-break lift, UpstreamRequest)`` for ``ctx`` sent with
+        ``strategy`` to ``target``."""
+        s = self.svc.settings
+        plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
+        # At the end of a finished line the prompt ends with the line break, and the
+        # filter gets it back before the first delta (prompts/eol.py).
+        lift = line_break_lift(ctx, strategy) if not plan.heal else ""
+        req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
+                            provider=target.api, model=model,
+                            max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
+        return plan, lift, req
+
     async def run(self, ctx: CompletionContext, filt: StreamFilter,
                   on_delta: Callable[[], None] | None = None) -> StreamOutcome:
         """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
@@ -93,6 +106,11 @@ class StreamRunner:
         model = target.model
         rejected = self._rejected.setdefault(model, set())
         out = StreamOutcome(info=StreamInfo())
+        expect = getattr(target, "expect_prompt", None)
+        if expect is not None and not target.ready:
+            # A managed engine still starting runs its warm-up on this request's prompt,
+            # which it then has in its KV cache (ManagedEngine.wait_ready).
+            expect(self._build(ctx, choose_strategy(target.api, model, s.fim, frozenset(rejected)), target, model)[2].body.get("prompt"))
         try:
             await target.ensure_ready()
         except BackendError as err:
@@ -124,14 +142,8 @@ class StreamRunner:
             deadline_ms = max(deadline_ms, s.prefill_timeout_ms)
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
-            plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
+            plan, lift, req = self._build(ctx, strategy, target, model)
             unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
-            # At the end of a finished line the prompt ends with the line break, and the
-            # filter gets it back before the first delta (prompts/eol.py).
-            lift = line_break_lift(ctx, strategy) if not plan.heal else ""
-            req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
-                                provider=target.api, model=model,
-                                max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
             req.read_timeout_s = deadline_ms / 1000
             out.info = info = StreamInfo()
             out.strategy = req.strategy

