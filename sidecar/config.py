@@ -514,14 +514,6 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     return s
 
 
-def load_base() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two lowest layers above defaults: (config file, environment).
-
-    Raises ConfigError for an invalid value in either.
-    """
-    return from_file(), from_env()
-
-
 # Fields whose change needs a new backend (and so a new connection pool or engine).
 BACKEND_FIELDS = (
     "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",

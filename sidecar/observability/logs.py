@@ -15,7 +15,6 @@ import contextvars
 import json
 import logging
 import logging.handlers
-import time
 import uuid
 from pathlib import Path
 
@@ -75,7 +74,3 @@ def add_json_file(path: Path | None = None) -> Path | None:
     protect(handler)
     logging.getLogger().addHandler(handler)
     return path
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000

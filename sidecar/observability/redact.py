@@ -57,13 +57,6 @@ def registered() -> tuple[str, ...]:
     return _secrets
 
 
-def forget_secrets() -> None:
-    """Drop every registered value (tests)."""
-    global _secrets, _secret_bytes
-    with _lock:
-        _secrets, _secret_bytes = (), ()
-
-
 # ------------------------------------------------------------------ shapes
 _TOKEN_CHARS = r"A-Za-z0-9\-._~+/="
 _PLACEHOLDERS = {
@@ -224,12 +217,6 @@ def protect(handler: logging.Handler) -> logging.Handler:
     if not any(isinstance(f, RedactFilter) for f in handler.filters):
         handler.addFilter(RedactFilter())
     return handler
-
-
-def protect_root() -> None:
-    """Put the redaction filter on every handler of the root logger."""
-    for h in logging.getLogger().handlers:
-        protect(h)
 
 
 class RedactingStream(io.TextIOBase):
