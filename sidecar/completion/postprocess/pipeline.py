@@ -1,40 +1,24 @@
 """The postprocessing pipeline: where a growing completion ends, and how it is cleaned.
 
-Two kinds of rules, each in its own module (the package docstring has the list):
+The rules live in one module each; this module holds their order, in two lists:
 
 *Stop rules* decide where the answer ends. Each complete line (one followed by a line
-break) is judged by :func:`find_end`, in this order:
+break) is judged by :func:`find_end`: first the line policy (``line_policy.judge``: a
+blank line after text ends a multi-line answer, the first line with text ends a one-line
+answer, too many leading blank lines end it empty), then :data:`STOP_RULES` in order.
+A stop rule drops the line it ends at; the line policy's one-line verdict keeps its line,
+so it is applied after them (a first line that is a copy still goes). ``StreamFilter``
+then tells the stream to stop, so the upstream request is closed there. The last line,
+while no break follows it, is not judged but *held back* when it is the start of a line
+that a stop rule would drop (each rule's ``holds``), so what is shown while streaming
+never has a partial line that the final text removes.
 
-1. the line policy (``line_policy.judge``): a blank line after text ends a multi-line
-   answer, the first line with text ends a one-line answer (kept), too many leading
-   blank lines end it empty;
-2. a markdown fence (``fence``);
-3. a line indented less than the cursor line: the block ended (``block_end``);
-4. repetition (``repetition.repeats``): a copy of an earlier line of the answer;
-5. lines after the cursor (``suffix_repeat.repeats``): a copy, exact or up to trailing
-   punctuation, of one of the next lines of the document.
-
-Rules 2 to 5 drop the line they end at; the line policy's one-line verdict keeps its
-line, so it is applied after them (a first line that is a copy still goes).
-:class:`StreamFilter` then tells the stream to stop, so the upstream request is closed
-there. The last line, while no break follows it, is not judged but *held back* when
-it is the start of a line that rules 2 to 5 would drop (each rule's ``holds``), so
-what is shown while streaming never has a partial line that the final text removes.
-
-*Text rules* then clean what is kept, in this order (:func:`clean`):
-
-6. leading blank lines collapse to one line break (``line_policy.collapse_leading_blank``);
-7. no double space at the join with the cursor line (``join_whitespace.join``);
-8. indentation in the document's style, and the first line of an answer on a blank
-   cursor line placed on it (``indentation.normalise``);
-9. trailing whitespace trimmed (``trailing_whitespace.trim``);
-10. no text that already follows the cursor (``suffix_overlap.strip_suffix_overlap``).
-
-The collapse comes first so that the other rules see the first line with text right
-after at most one break; the join rule comes before indentation so that a stray space
-narrower than an indentation unit is gone before depths are measured; the trim and then
-the overlap rule come last because the overlap rule compares the suggestion's final end
-with the text after the cursor.
+*Text rules* (:data:`TEXT_RULES`, in order) then clean what is kept (:func:`clean`). The
+collapse of leading blank lines comes first so that the other rules see the first line
+with text right after at most one break; the join rule comes before indentation so that
+a stray space narrower than an indentation unit is gone before depths are measured; the
+trim and then the overlap rule come last because the overlap rule compares the
+suggestion's final end with the text after the cursor.
 
 ``clean`` runs the stop rules too, on the whole text (its last line counts as still
 growing), so a stream's text at any moment and a cached text give the same suggestion as
@@ -49,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 from ..context import CompletionContext
 from . import (block_end, fence, indentation, join_whitespace, line_policy, repetition, suffix_repeat,
@@ -82,33 +67,72 @@ def _prepare(prefix: str, suffix: str, line_prefix: str, line_suffix: str, langu
     return Prepared(following_lines(ctx), indentation.detect(prefix + mark + suffix), fence.applies(ctx))
 
 
+@dataclass(frozen=True)
+class LineView:
+    """One line of a growing answer as the stop rules see it."""
+
+    index: int  # 0: the first line (it continues the cursor line)
+    line: str
+    earlier: list[str]  # the answer's earlier lines (the first one with the cursor line's text)
+    text_seen: bool  # an earlier line had text
+    ctx: CompletionContext
+    prep: Prepared
+    width: int  # the document's indentation unit
+
+    @property
+    def against_suffix(self) -> bool:
+        """Whether the line stands for a whole line, comparable with the lines after the
+        cursor (any but the first, and the first on a blank cursor line)."""
+        return self.index > 0 or (not self.ctx.line_prefix.strip() and not self.ctx.mid_line)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """``ends(view)``: the answer ends before this line (it is dropped); ``holds(view)``:
+    this growing last line may still become such a line (it is not shown yet)."""
+
+    name: str
+    ends: Callable[[LineView], bool]
+    holds: Callable[[LineView], bool]
+
+
+def _block_ended(v: LineView) -> bool:
+    return v.index > 0 and bool(v.line.strip()) and not block_end.exempt(v.text_seen, v.ctx) \
+        and block_end.below(v.line, v.ctx, v.width)
+
+
+#: The stop rules after the line policy, in the order they are judged (module doc).
+STOP_RULES: tuple[StopRule, ...] = (
+    StopRule("fence", lambda v: v.prep.fences and fence.is_fence(v.line),
+             lambda v: v.prep.fences and fence.holds(v.line)),
+    StopRule("block_end", _block_ended, _block_ended),
+    StopRule("repetition", lambda v: v.index > 0 and repetition.repeats(v.line, v.earlier),
+             lambda v: v.index > 0 and repetition.holds(v.line, v.earlier)),
+    StopRule("suffix_repeat", lambda v: v.against_suffix and suffix_repeat.repeats(v.line, v.prep.following),
+             lambda v: v.against_suffix and suffix_repeat.holds(v.line, v.prep.following)),
+)
+
+
 def find_end(lines: list[str], ctx: CompletionContext, *, multiline: bool, open_last: bool) -> int | None:
     """How many of ``lines`` (a completion split at its breaks) the answer keeps, by the
-    stop rules (module doc); None when no rule ended it. With ``open_last`` the last line
-    is still growing: it is kept unless it is held back (then it is not counted), and the
-    result is never None."""
+    line policy and :data:`STOP_RULES` (module doc); None when no rule ended it. With
+    ``open_last`` the last line is still growing: it is kept unless it is held back (then
+    it is not counted), and the result is never None."""
     prep = prepare(ctx)
     width = prep.style.width if prep.style else 4
-    whole_first = not ctx.line_prefix.strip() and not ctx.mid_line
     earlier: list[str] = []
     text_seen = False
     n = len(lines)
     for i, line in enumerate(lines):
-        against_suffix = i > 0 or whole_first
-        ends_block = i > 0 and bool(line.strip()) and not block_end.exempt(text_seen, ctx) \
-            and block_end.below(line, ctx, width)
+        view = LineView(i, line, earlier, text_seen, ctx, prep, width)
         if open_last and i == n - 1:
-            held = (prep.fences and fence.holds(line)) or ends_block \
-                or (i > 0 and repetition.holds(line, earlier)) \
-                or (against_suffix and suffix_repeat.holds(line, prep.following))
+            held = any(rule.holds(view) for rule in STOP_RULES)
             return i if held else n
         verdict = line_policy.judge(i, line, text_seen, multiline=multiline, mid_line=ctx.mid_line)
         if verdict == line_policy.END_BEFORE:
             return i
         if line.strip():
-            if (prep.fences and fence.is_fence(line)) or ends_block \
-                    or (i > 0 and repetition.repeats(line, earlier)) \
-                    or (against_suffix and suffix_repeat.repeats(line, prep.following)):
+            if any(rule.ends(view) for rule in STOP_RULES):
                 return i
             text_seen = True
         if verdict == line_policy.END_AFTER:
@@ -119,9 +143,21 @@ def find_end(lines: list[str], ctx: CompletionContext, *, multiline: bool, open_
     return n if open_last else None
 
 
+TextRule = Callable[[list[str], CompletionContext, "indentation.Style | None"], list[str]]
+
+#: The text rules, in the order they clean what the stop rules kept (module doc).
+TEXT_RULES: tuple[tuple[str, TextRule], ...] = (
+    ("line_policy.collapse_leading_blank", lambda lines, ctx, style: line_policy.collapse_leading_blank(lines)),
+    ("join_whitespace", lambda lines, ctx, style: join_whitespace.join(lines, ctx, style.width if style else 4)),
+    ("indentation", lambda lines, ctx, style: indentation.normalise(lines, ctx, style)),
+    ("trailing_whitespace", lambda lines, ctx, style: trailing_whitespace.trim("\n".join(lines)).split("\n")),
+    ("suffix_overlap", lambda lines, ctx, style: strip_suffix_overlap("\n".join(lines), ctx.line_suffix).split("\n")),
+)
+
+
 def clean(text: str, ctx: CompletionContext, *, multiline: bool | None = None) -> str:
-    """The suggestion for completion ``text`` at ``ctx``: the stop rules, then the text
-    rules (module doc). ``multiline`` overrides ``ctx.multiline`` (the rest of a
+    """The suggestion for completion ``text`` at ``ctx``: the stop rules, then
+    :data:`TEXT_RULES` (module doc). ``multiline`` overrides ``ctx.multiline`` (the rest of a
     multi-line suggestion the user is typing through keeps its lines, although the
     cursor line now has text)."""
     if not text:
@@ -131,10 +167,9 @@ def clean(text: str, ctx: CompletionContext, *, multiline: bool | None = None) -
     if not lines:
         return ""
     style = prepare(ctx).style
-    lines = line_policy.collapse_leading_blank(lines)
-    lines = join_whitespace.join(lines, ctx, style.width if style else 4)
-    lines = indentation.normalise(lines, ctx, style)
-    return strip_suffix_overlap(trailing_whitespace.trim("\n".join(lines)), ctx.line_suffix)
+    for _name, rule in TEXT_RULES:
+        lines = rule(lines, ctx, style)
+    return "\n".join(lines)
 
 
 class StreamFilter:
