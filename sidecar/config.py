@@ -99,7 +99,7 @@ class Settings:
     log_file: str | None = None  # JSON lines; None: <platform log dir>/sidecar/sidecar.jsonl; "off": none
     prometheus_port: int | None = None  # opt-in /metrics on 127.0.0.1
     latency_warn_ms: int = 1500  # warn once when the recent p90 TTFT passes this
-    # Shared backends (README "Rate limits and shared backends"). Header tables are
+    # Shared backends (docs/backends.md "Rate limits and shared backends"). Header tables are
     # ((name, value), ...) so that Settings stays hashable.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # sent to the cloud/OpenAI-compatible backend
     local_api_key: str | None = field(default=None, repr=False)  # Bearer key for an external local engine

@@ -16,7 +16,7 @@ has the field in ``llama_model_params`` but its server has no option for it, so 
 launcher sets it by wrapping ``llama_model_default_params`` (the function both
 ``Llama.__init__`` and its internals call to start their parameters) before the server
 imports the model. The cost: no weight repacking (CPU_REPACK/AMX), which for the shipped
-135M model is within noise (README, "Embedded engine figures").
+135M model is within noise (docs/engines.md, "Embedded engine figures").
 
 ``SIDECAR_ENGINE_FAULT=segv_on_prompt`` makes the engine kill itself with SIGSEGV on the
 first evaluation of more than one token, the way the AMX crash looks from outside (a

@@ -3,7 +3,7 @@
 On a shared engine (vLLM, SGLang, llama-server ``--parallel``, a team's Ollama, a cloud
 account with other users) the time to first token grows when other sequences queue in
 front of ours. Speculative prefetch is load we add for a suggestion that may never be
-shown, so it is the first thing to give up while the engine is busy (README "Rate
+shown, so it is the first thing to give up while the engine is busy (docs/backends.md "Rate
 limits and shared backends"; issue 15).
 
 Prefetch is the first to go; the prompt is the second (:func:`windows_under_load`): while

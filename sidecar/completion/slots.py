@@ -1,6 +1,6 @@
 """Upstream stream slots: at most ``max_concurrent_streams`` streams at once in the
-process, user streams and speculative prefetches together (settings; README
-"Configuration"). A user stream that finds every slot taken makes the prefetches give
+process, user streams and speculative prefetches together (settings;
+docs/configuration.md). A user stream that finds every slot taken makes the prefetches give
 theirs up first (``Prefetcher.cancel_all``). See docs/architecture.md."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Update notifications: after a request is answered while its stream still runs, the
-growing suggestion goes to the editor as ``sidecar/inlineCompletionUpdate`` (README
+growing suggestion goes to the editor as ``sidecar/inlineCompletionUpdate`` (docs/operations.md
 "Protocol"), while the request is still its document's latest. Each update carries the
 whole text so far for the request (its remainder after what was typed), a sequence
 number from 1, and ``done: true`` on the last one. Only growth is sent (a text that does

@@ -1,6 +1,6 @@
 """What the ``sidecar.*`` commands do beyond one call into the service: the stats
 payload (also kept in the stats file for ``sidecar stats``) and the run-time mode switch
-(cloud, local, auto). README "Protocol" lists the commands. See docs/architecture.md.
+(cloud, local, auto). docs/operations.md "Protocol" lists the commands. See docs/architecture.md.
 """
 
 from __future__ import annotations

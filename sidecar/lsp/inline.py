@@ -2,7 +2,7 @@
 a scheduler ``Request`` (position → string offset in the negotiated encoding, a selected
 completion-menu item, the windows), and from the answer to an ``InlineCompletionItem``
 (line breaks back to the document's, the accept command with UTF-16 units), plus the
-``sidecar/inlineCompletionUpdate`` notification (README "Protocol"). See
+``sidecar/inlineCompletionUpdate`` notification (docs/operations.md "Protocol"). See
 docs/architecture.md.
 """
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 #: Command an accepted item runs (arguments: item id, accepted UTF-16 units).
 CMD_ACCEPT = "sidecar.acceptCompletion"
-#: Notification with the growing suggestion of a request (README "Protocol").
+#: Notification with the growing suggestion of a request (docs/operations.md "Protocol").
 NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
 
 

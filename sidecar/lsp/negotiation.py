@@ -1,5 +1,5 @@
 """What the client said it can do at ``initialize``, beyond LSP: whether it renders
-``sidecar/inlineCompletionUpdate`` (README "Protocol"). A client that does gets the first
+``sidecar/inlineCompletionUpdate`` (docs/operations.md "Protocol"). A client that does gets the first
 line early and the rest as updates; any other gets complete lines only (never a stub).
 """
 
@@ -20,7 +20,7 @@ def client_renders_updates(params: types.InitializeParams) -> bool:
     capabilities). Such a client gets the first line early and the rest as updates; any
     other client (Helix, Neovim's native inline completion, a generic LSP client) gets
     complete lines only, and the whole suggestion where it may span lines, within the
-    request deadline (README "Protocol")."""
+    request deadline (docs/operations.md "Protocol")."""
     exp = params.capabilities.experimental if params.capabilities is not None else None
     if isinstance(exp, dict):
         ours = exp.get("sidecar")

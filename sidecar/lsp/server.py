@@ -1,6 +1,6 @@
 """The LSP surface: registers document sync, ``textDocument/inlineCompletion``
 (``inline.py``), the ``sidecar.*`` commands (``commands.py``) and the ``sidecar/*``
-notifications (README "Protocol"; docs/architecture.md).
+notifications (docs/operations.md "Protocol"; docs/architecture.md).
 
 Every request gets an answer: a suggestion list, or ``null`` when there is nothing to
 show. Upstream failures become one ``window/showMessage`` per cause, never an LSP error

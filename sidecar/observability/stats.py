@@ -1,5 +1,5 @@
 """The ``sidecar.stats`` payload of a completion service: counters, latency percentiles
-(ms), cache, acceptance, prefetch, status and the scheduler's runtime figures (README
+(ms), cache, acceptance, prefetch, status and the scheduler's runtime figures (docs/operations.md
 "Observability"). The LSP surface adds its own runtime figures (``lsp/commands.py``).
 """
 

@@ -193,7 +193,7 @@ async function createClient(): Promise<LanguageClient | undefined> {
     thisClient = c;
     // Tell the server that this client renders sidecar/inlineCompletionUpdate (by
     // re-triggering): it then answers early and streams the rest. A client that does
-    // not say so gets complete lines only (README "Protocol").
+    // not say so gets complete lines only (docs/operations.md "Protocol").
     c.registerFeature({
         fillClientCapabilities: (caps) => {
             caps.experimental = { ...(caps.experimental as object | undefined), sidecar: { inlineCompletionUpdate: true } };

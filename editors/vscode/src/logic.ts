@@ -90,7 +90,7 @@ export function serverCommand(serverPath: string | undefined, workspaceDir?: str
     return { command: exe, args: ['serve'] };
 }
 
-/** The server's `sidecar/status` notification (README "Protocol"). */
+/** The server's `sidecar/status` notification (docs/operations.md "Protocol"). */
 export interface SidecarStatus {
     mode?: string;
     side?: string;
@@ -147,7 +147,7 @@ export interface LspPosition {
     character: number;
 }
 
-/** `sidecar/inlineCompletionUpdate` params (README "Protocol"). */
+/** `sidecar/inlineCompletionUpdate` params (docs/operations.md "Protocol"). */
 export interface UpdateParams {
     uri: string;
     version: number;

@@ -110,7 +110,7 @@ class LocalEngineChecks:
         if s.local_n_gpu_layers not in (0, None) and self.offload is False and needed:
             self.add("local_engine", "local engine", WARN, value + f", local_n_gpu_layers {s.local_n_gpu_layers}",
                      "local_n_gpu_layers asks for GPU offload but this llama-cpp-python build has none: reinstall it "
-                     "with CMAKE_ARGS=\"-DGGML_CUDA=on\" (README, Local GPU mode).", data)
+                     "with CMAKE_ARGS=\"-DGGML_CUDA=on\" (docs/engines.md, Local GPU mode).", data)
             return
         self.add("local_engine", "local engine", OK, value, "", data)
 
@@ -140,7 +140,7 @@ class LocalEngineChecks:
         managed_local = self._uses_local() and s.local_engine == "managed"
         if offload is False:
             fix = ("A GPU is visible but llama-cpp-python is a CPU-only build: reinstall it with "
-                   "CMAKE_ARGS=\"-DGGML_CUDA=on\" to use it (README, Local GPU mode).")
+                   "CMAKE_ARGS=\"-DGGML_CUDA=on\" to use it (docs/engines.md, Local GPU mode).")
             self.add("gpu", "GPU", WARN if managed_local else INFO, value, fix, data)
         elif offload and s.local_n_gpu_layers == 0:
             self.add("gpu", "GPU", INFO, value + " (local_n_gpu_layers 0: the local engine runs on the CPU)",
