@@ -36,7 +36,7 @@ from pygls.lsp.client import LanguageClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend  # noqa: E402
+from devtools.simulator import LatencyModel, SimulatedBackend  # noqa: E402
 
 WORDS = ["total", "count", "items", "value", "result", "index", "name", "data", "self", "return"]
 

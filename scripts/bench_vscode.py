@@ -89,10 +89,11 @@ def run(a: argparse.Namespace) -> dict:
     try:
         url_file = tmp / "sim-url"
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "sidecar.tools.simulator", "--port", "0", "--url-file", str(url_file),
+            [sys.executable, "-m", "devtools.simulator", "--port", "0", "--url-file", str(url_file),
              "--ttft-ms", str(a.ttft_ms), "--tokens-per-s", str(a.tokens_per_s), "--output", OUTPUT,
              "--log-level", "WARNING"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "simulator.log", "w"), start_new_session=True))
+            stdout=subprocess.DEVNULL, stderr=open(tmp / "simulator.log", "w"), start_new_session=True,
+            cwd=str(ROOT)))
         wait_for(lambda: url_file.exists() and url_file.read_text().strip(), 15, "the simulator starting")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_"))}
         env.update(

@@ -1,5 +1,7 @@
-"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``simulate``, ``config``,
-``cache``, ``stats``, ``doctor``, ``bench``, ``install-editor``, ``model``."""
+"""The ``sidecar`` command: ``serve`` (stdio LSP), ``demo``, ``config``, ``cache``,
+``stats``, ``doctor``, ``install-editor``, ``model``. (The simulator and the benchmarks
+are development tools, run from a clone: ``python -m devtools.simulator``,
+``python -m devtools.bench``.)"""
 
 from __future__ import annotations
 
@@ -137,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions")
     demo_arguments(p)
     p.set_defaults(fn=_demo)
-    sub.add_parser("simulate", help="run the simulated OpenAI/SiliconFlow backend on 127.0.0.1 (see simulate --help)")
     sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
-    sub.add_parser("bench", help="keystroke-replay benchmark: table, JSON, latency CDF and session timeline (see bench --help)")
     sub.add_parser("doctor", help="check configuration, key, round trip, FIM, TTFT, local engine, GPU and cache (see doctor --help)")
     p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
@@ -154,18 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     model_arguments(p)
     p.set_defaults(fn=_model)
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "simulate":  # its own parser owns every option after the word
-        from .tools.simulator.__main__ import main as sim_main
-
-        return int(sim_main(argv[1:]) or 0)
     if argv and argv[0] == "install-editor":  # its own parser owns every option after the word
         from .tools.install_editor import main as install_editor_main
 
         return install_editor_main(argv[1:])
-    if argv and argv[0] == "bench":  # its own parser owns every option after the word
-        from .tools.bench.cli import main as bench_main
-
-        return int(bench_main(argv[1:]) or 0)
     if argv and argv[0] == "doctor":  # its own parser owns every option after the word
         from .tools.doctor import main as doctor_main
 

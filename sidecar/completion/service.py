@@ -102,6 +102,9 @@ class CompletionService:
             "health": health,
             "recentTtftMs": ttft[-1] if ttft else None,
             "enginePid": self.backend.engine.pid if self.backend.engine is not None else None,
+            # The managed engine's OpenAI-compatible root (loopback), for tools that talk
+            # to the same engine (the quality benchmark's plain-client columns).
+            "engineUrl": self.backend.engine.base_url if self.backend.engine is not None and self.backend.engine.port else None,
         }
 
     async def apply_settings(self, settings: Settings) -> bool:

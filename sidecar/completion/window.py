@@ -39,7 +39,7 @@ suffix after every key. So:
   multiples of ``PREFIX_STEP_TOKENS``, up to ``prefix_tokens``) whose cold prompt, prefix
   plus that suffix, is predicted to meet the *cold target*, ``COLD_STRETCH`` times the
   key target (1.2 s at the default): a jump to a new place.
-- The floors are quality floors, measured (``sidecar bench quality``, Qwen2.5-Coder-0.5B,
+- The floors are quality floors, measured (``python -m devtools.bench quality``, Qwen2.5-Coder-0.5B,
   80 holes, 2-core CPU, docs/architecture.md): a 256-token prefix was right on the first
   line 38% of the time, 512 tokens 42%; the suffix at 32, 64 and 128 tokens 38, 38 and
   40% while each suffix token costs every key. On that CPU both floors hold (~4.5 ms a

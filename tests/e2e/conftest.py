@@ -89,7 +89,7 @@ def kill_group(proc: Any) -> None:
 
 @contextlib.contextmanager
 def simulator_process(tmp_path: Path, output: str, *, ttft_ms: float, tokens_per_s: float):
-    """``python -m sidecar.tools.simulator`` in its own process (as a real backend would be, off
+    """``python -m devtools.simulator`` in its own process (as a real backend would be, off
     the test's event loop) answering ``output``; yields its base URL (``.../v1``).
     Its log is ``tmp_path/simulator.log``."""
     import subprocess
@@ -97,10 +97,10 @@ def simulator_process(tmp_path: Path, output: str, *, ttft_ms: float, tokens_per
     url_file = tmp_path / "sim-url"
     log = open(tmp_path / "simulator.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sidecar.tools.simulator", "--port", "0", "--url-file", str(url_file),
+        [sys.executable, "-m", "devtools.simulator", "--port", "0", "--url-file", str(url_file),
          "--ttft-ms", str(ttft_ms), "--tokens-per-s", str(tokens_per_s), "--output", output,
          "--log-level", "WARNING"],
-        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(ROOT),
     )
     try:
         deadline = time.monotonic() + 15

@@ -1,4 +1,4 @@
-"""``sidecar bench``'s command line as a real process: the refusal to reach SiliconFlow
+"""``python -m devtools.bench``'s command line as a real process: the refusal to reach SiliconFlow
 without a key, and ``--help``. Nothing here contacts any backend; the in-process checks
 are tests/unit/test_bench_cli.py."""
 
@@ -27,7 +27,7 @@ def test_siliconflow_without_a_key_exits_2_with_the_message(tmp_path, key):
     env = _env_without_key()
     if key is not None:
         env["SILICONFLOW_API_KEY"] = key
-    out = subprocess.run([sys.executable, "-m", "sidecar.tools.bench", "--backend", "siliconflow", "--out", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "siliconflow", "--out", str(tmp_path)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=50)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "SILICONFLOW_API_KEY" in out.stderr and "refusing to run" in out.stderr
@@ -36,10 +36,10 @@ def test_siliconflow_without_a_key_exits_2_with_the_message(tmp_path, key):
 
 
 def test_help_documents_the_command():
-    out = subprocess.run([sys.executable, "-m", "sidecar.tools.bench", "--help"], cwd=ROOT, env=_env_without_key(),
+    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--help"], cwd=ROOT, env=_env_without_key(),
                          capture_output=True, text=True, timeout=50)
     assert out.returncode == 0
-    for needle in ("sidecar bench", "--backend", "siliconflow", "SILICONFLOW_API_KEY", "timeline.png",
+    for needle in ("python -m devtools.bench", "--backend", "siliconflow", "SILICONFLOW_API_KEY", "timeline.png",
                    "latency_cdf.png", "bench.json", "--timeline-mode", "--modes", "--keystrokes"):
         assert needle in out.stdout, needle
 
@@ -52,10 +52,10 @@ def test_local_backend_types_against_the_managed_engine(tmp_path):
     env = {k: v for k, v in _env_without_key().items() if not k.startswith("SIDECAR_")}
     env.update(SIDECAR_LOCAL_MODEL="smollm2-135m", XDG_CACHE_HOME=str(tmp_path / "cache"),
                XDG_STATE_HOME=str(tmp_path / "state"))
-    bad = subprocess.run([sys.executable, "-m", "sidecar.tools.bench", "--backend", "local", "--ttft-ms", "100",
+    bad = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "local", "--ttft-ms", "100",
                           "--out", str(tmp_path / "bad")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=50)
     assert bad.returncode == 2 and "--ttft-ms" in bad.stderr
-    out = subprocess.run([sys.executable, "-m", "sidecar.tools.bench", "--backend", "local", "--modes", "sidecar",
+    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "local", "--modes", "sidecar",
                           "--keystrokes", "40", "--files", str(ROOT / "fixtures/bench/job_queue.py"), "--no-plot",
                           "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-2000:])

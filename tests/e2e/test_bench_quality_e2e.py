@@ -1,5 +1,4 @@
-"""``sidecar bench quality`` for real: the engine's port read from a process's command
-line, the command line's refusals, one small real run against the embedded engine (the
+"""``python -m devtools.bench quality`` for real: the command line's refusals, one small real run against the embedded engine (the
 shipped SmolLM2: fim-client not run), and one on Qwen2.5-Coder-0.5B when it is installed
 (skipped otherwise, failed with SIDECAR_REQUIRE_CODE_MODEL=1). Hole making and scoring
 are tests/unit/test_bench_quality.py."""
@@ -14,20 +13,8 @@ from pathlib import Path
 import pytest
 
 from sidecar.completion.prompts.build import template_for
-from sidecar.tools.bench.quality import engine_port
 
 from conftest import run_module, sidecar_env
-
-
-def test_engine_port_reads_the_command_line():
-    import subprocess
-
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--port", "4321"])
-    try:
-        assert engine_port(proc.pid) == 4321
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 # -- command line -------------------------------------------------------------------------------
@@ -46,7 +33,7 @@ async def test_bad_arguments_exit_2(tmp_path):
         (["--holes-per-kind", "0"], "at least 1"),
         (["--set", "no-equals-sign"], "KEY=VALUE"),
     ]:
-        code, out, err = await run_module(env, "sidecar", "bench", "quality", *args, "--out", str(tmp_path / "o"))
+        code, out, err = await run_module(env, "devtools.bench", "quality", *args, "--out", str(tmp_path / "o"))
         assert code == 2, (args, out, err)
         assert says in err, (args, err)
 
@@ -87,7 +74,7 @@ async def test_real_run_and_bad_model(tmp_path):
     src.write_text(SMALL_PY)
     out = tmp_path / "out"
     code, stdout, stderr = await run_module(
-        env, "sidecar", "bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
+        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
         "--systems", "naive,fim-client,sidecar", "--set", "request_timeout_ms=30000", "--out", str(out), timeout=200)
     assert code == 0, stdout + stderr
     data = json.loads((out / "quality.json").read_text())
@@ -118,7 +105,7 @@ async def test_real_run_and_bad_model(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_text("not a model\n")
     code, stdout, stderr = await run_module(
-        env, "sidecar", "bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--systems", "sidecar",
+        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--systems", "sidecar",
         "--no-default-model", "--model", str(bad), "--out", str(tmp_path / "bad-out"), timeout=120)
     assert code == 1, stdout + stderr
     assert "answered nothing" in stderr and "GGUF" in stderr, stderr
@@ -154,7 +141,7 @@ async def test_fim_client_on_the_code_model(tmp_path):
     src.write_text(SMALL_PY)
     out = tmp_path / "out"
     code, stdout, stderr = await run_module(
-        env, "sidecar", "bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
+        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
         "--systems", "sidecar,fim-client", "--no-default-model", "--model", QWEN,
         "--set", "request_timeout_ms=60000", "--out", str(out), timeout=540)
     assert code == 0, stdout + stderr

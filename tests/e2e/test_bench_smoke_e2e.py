@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from sidecar.tools.bench import run_bench
-from sidecar.tools.bench.cli import default_files
-from sidecar.tools.bench.replay import DEFAULT_MODES, MODE_SPECS
-from sidecar.tools.bench.report import ROWS, build_timeline
-from sidecar.tools.bench.typist import TypistModel
+from devtools.bench import run_bench
+from devtools.bench.cli import default_files
+from devtools.bench.replay import DEFAULT_MODES, MODE_SPECS
+from devtools.bench.report import ROWS, build_timeline
+from devtools.bench.typist import TypistModel
 
 pytestmark = pytest.mark.timeout(120)
 

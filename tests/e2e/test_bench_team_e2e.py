@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from sidecar.tools.bench.team import TeamOptions, run_team
-from sidecar.tools.bench.typist import TypistModel
-from sidecar.tools.simulator import EngineConfig
+from devtools.bench.team import TeamOptions, run_team
+from devtools.bench.typist import TypistModel
+from devtools.simulator import EngineConfig
 
 pytestmark = pytest.mark.timeout(150)
 

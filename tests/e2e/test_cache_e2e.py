@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT, inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 from support.cache import key, make
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,7 @@ from pytest_lsp import ClientServerConfig
 from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar, sidecar_env
 from sidecar.completion.cache import CacheKey, CompletionCache
 from sidecar.completion.cache import store as store_mod
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
 KEY = "sk-cache-lifecycle-0042"

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from conftest import open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 from test_deadlines import completions, timed_ask
 from test_deadlines import type_char as type_text
 

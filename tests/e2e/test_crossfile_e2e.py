@@ -11,7 +11,7 @@ import pytest
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 from support.crossfile_texts import A, A_TEXT, B, B_TEXT
 
 KEY = "sk-test-crossfile-0123456789"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_module
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(60)
 

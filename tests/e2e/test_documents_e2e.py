@@ -20,7 +20,7 @@ from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from sidecar.lsp.documents import LspTextDocument, SpecPositionCodec, clamped_offset
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 from support.documents import ENCODINGS, edit, from_units, ref_apply, ref_lines, ref_offset, texts, to_units
 
 

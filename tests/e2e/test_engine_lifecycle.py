@@ -24,7 +24,7 @@ from conftest import client_capabilities, inline_params, open_doc, sidecar, side
 from sidecar.backends.base import StreamInfo, UpstreamRequest
 from sidecar.backends.errors import BackendError
 from sidecar.backends.local_engine import LocalEngineBackend, ManagedEngine, shipped_model_path, warmup_prompt
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,7 +17,7 @@ from sidecar.backends.errors import ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, Ba
 from sidecar.backends.llama_server import LlamaServerBackend
 from sidecar.completion.prompts import generate_request, infill_request
 from sidecar.backends.ollama import OllamaBackend
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 from support.engines import MODEL, ctx_at
 
 FAST = LatencyModel(ttft_ms=2, tokens_per_s=2000, seed=0)

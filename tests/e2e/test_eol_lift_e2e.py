@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(60)
 

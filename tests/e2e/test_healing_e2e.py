@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from sidecar.completion.healing import grammar_for
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(240)
 

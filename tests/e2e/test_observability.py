@@ -14,7 +14,7 @@ import pytest
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
 KEY = "sk-observability-KEY-77aa"
@@ -160,7 +160,7 @@ async def test_log_records_go_to_the_client_at_their_level(tmp_path):
     from lsprotocol import types as _types
 
     from conftest import open_doc, sidecar, sidecar_env
-    from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+    from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
     async with SimulatedBackend(LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1)) as sim:
         sim.inject(Fault.siliconflow("overloaded"))  # one upstream error: a WARNING record

@@ -9,7 +9,7 @@ from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from sidecar.completion import tokens
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
 URI = "file:///w/p.py"

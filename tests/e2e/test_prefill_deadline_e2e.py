@@ -18,8 +18,8 @@ import pytest
 from lsprotocol import types
 
 from conftest import client_capabilities, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
-from sidecar.tools.simulator.tokens import split_tokens
+from devtools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator.tokens import split_tokens
 from test_deadlines import timed_ask, type_char
 
 pytestmark = pytest.mark.timeout(90)

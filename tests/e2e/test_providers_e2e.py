@@ -13,7 +13,7 @@ import pytest
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from sidecar import config
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -14,7 +14,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 
 from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar_env
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,7 +11,7 @@ from sidecar.backends.base import StreamInfo, UpstreamRequest
 from sidecar.backends.errors import BackendError
 from sidecar.backends.openai_compat import OpenAICompatBackend
 from sidecar.backends.router import RouterBackend
-from sidecar.tools.simulator import Fault, LatencyModel, SimulatedBackend
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,7 +9,7 @@ import time
 import httpx2 as httpx
 import pytest
 
-from sidecar.tools.simulator import EngineConfig, SimulatedBackend
+from devtools.simulator import EngineConfig, SimulatedBackend
 from support.shared_engine import completion_body
 
 pytestmark = pytest.mark.timeout(60)

@@ -24,7 +24,7 @@ async def aconnect_sse(client, method, url, **kw):
     async with client.stream(method, url, headers={"Accept": "text/event-stream"}, **kw) as resp:
         yield EventSource(resp)
 
-from sidecar.tools.simulator import (
+from devtools.simulator import (
     SILICONFLOW_ERRORS,
     TRACE_HEADER,
     Fault,
@@ -433,7 +433,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path):
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sidecar.tools.simulator", "--port", "0", "--ttft-ms", "1", "--url-file", str(url_file)],
+        [sys.executable, "-m", "devtools.simulator", "--port", "0", "--ttft-ms", "1", "--url-file", str(url_file)],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,

@@ -16,7 +16,7 @@ import pytest
 from lsprotocol import types
 
 from conftest import client_capabilities, inline_params, open_doc, sidecar, sidecar_env
-from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -10,7 +10,7 @@ async def test_service_records_samples_from_real_streams_and_a_fast_backend_keep
     from sidecar.completion.postprocess import StreamFilter
     from sidecar.completion.service import CompletionService
     from sidecar.config import Settings
-    from sidecar.tools.simulator import LatencyModel, SimulatedBackend
+    from devtools.simulator import LatencyModel, SimulatedBackend
 
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=15, tokens_per_s=1000, seed=2)) as sim:
         sim.set_responder(lambda body: "x")

@@ -21,7 +21,7 @@ _EXTERNAL_CLASSES = {"Llama"}  # llama-cpp-python's
 
 
 def _sources() -> dict[Path, str]:
-    return {p: p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    return {p: p.read_text(encoding="utf-8") for p in [*PACKAGE.rglob("*.py"), *(ROOT / "devtools").rglob("*.py")]}
 
 
 def _defined(name: str, texts: dict[Path, str]) -> bool:
@@ -31,15 +31,16 @@ def _defined(name: str, texts: dict[Path, str]) -> bool:
 
 def _module_files() -> set[str]:
     out = set()
-    for p in PACKAGE.rglob("*"):
+    for p in [*PACKAGE.rglob("*"), *(ROOT / "devtools").rglob("*")]:
         if "__pycache__" in p.parts:
             continue
-        rel = p.relative_to(PACKAGE).as_posix()
+        rel = p.relative_to(PACKAGE if p.is_relative_to(PACKAGE) else ROOT).as_posix()
         parts = rel.split("/")
         for i in range(len(parts)):  # every suffix: "completion/cache/store.py", "cache/store.py", "store.py"
             tail = "/".join(parts[i:])
             out.add(tail + "/" if p.is_dir() else tail)
-        out.add("sidecar/" + rel + ("/" if p.is_dir() else ""))
+        if p.is_relative_to(PACKAGE):
+            out.add("sidecar/" + rel + ("/" if p.is_dir() else ""))
     return out
 
 

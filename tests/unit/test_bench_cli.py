@@ -1,7 +1,7 @@
-"""``sidecar bench``'s command line, in process: the refusal to reach SiliconFlow without
+"""``python -m devtools.bench``'s command line, in process: the refusal to reach SiliconFlow without
 a key (or without being asked), option checks, the real backend's environment and
 figures, and plots skipped without matplotlib. Nothing here contacts any backend; the
-real ``python -m sidecar.tools.bench`` process is tests/e2e/test_bench_cli_e2e.py."""
+real ``python -m devtools.bench`` process is tests/e2e/test_bench_cli_e2e.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from sidecar import config
-from sidecar.tools.bench.cli import NO_KEY_MESSAGE, main, write_plots
-from sidecar.tools.bench.replay import ModeRun, RunOptions
-from sidecar.tools.bench.report import build_timeline, compare, format_table, summarize
+from devtools.bench.cli import NO_KEY_MESSAGE, main, write_plots
+from devtools.bench.replay import ModeRun, RunOptions
+from devtools.bench.report import build_timeline, compare, format_table, summarize
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,7 +25,7 @@ def test_refusal_comes_before_any_other_check(monkeypatch, capsys):
 
 def test_simulator_options_do_not_apply_to_siliconflow(monkeypatch, capsys):
     monkeypatch.setenv("SILICONFLOW_API_KEY", "sk-test-not-a-key")
-    monkeypatch.setattr("sidecar.tools.bench.cli.run_bench", _must_not_run)
+    monkeypatch.setattr("devtools.bench.cli.run_bench", _must_not_run)
     assert main(["--backend", "siliconflow", "--ttft-ms", "100"]) == 2
     assert "--ttft-ms" in capsys.readouterr().err
     assert main(["--backend", "siliconflow", "--wrong-rate", "0"]) == 2
@@ -43,7 +43,7 @@ async def _must_not_run(*_a, **_k):
     (["--set", "novalue"], "--set"),
 ])
 def test_bad_options_exit_2(monkeypatch, capsys, argv, needle):
-    monkeypatch.setattr("sidecar.tools.bench.cli.run_bench", _must_not_run)
+    monkeypatch.setattr("devtools.bench.cli.run_bench", _must_not_run)
     assert main(argv) == 2
     assert needle in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""``sidecar bench quality``: hole making and scoring. The real runs against the embedded
+"""``python -m devtools.bench quality``: hole making and scoring. The real runs against the embedded
 engine are tests/e2e/test_bench_quality_e2e.py."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.tools.bench.quality import (SYSTEMS, ModelError, Options, _not_run, default_model, fim_body, fim_prompt,
+from devtools.bench.quality import (SYSTEMS, ModelError, Options, _not_run, default_model, fim_body, fim_prompt,
                                          fim_template, naive_body, naive_cut, resolve_model, run_model, stream_answer)
-from sidecar.tools.bench.quality import main as quality_main
-from sidecar.tools.bench.quality_holes import (KINDS, closer_run, is_code_line, make_hole, make_holes, mid_line_columns,
+from devtools.bench.quality import main as quality_main
+from devtools.bench.quality_holes import (KINDS, closer_run, is_code_line, make_hole, make_holes, mid_line_columns,
                                          mid_word_columns)
-from sidecar.tools.bench.quality_metrics import (common_prefix_len, first_line, format_table, is_duplicate, is_late,
+from devtools.bench.quality_metrics import (common_prefix_len, first_line, format_table, is_duplicate, is_late,
                                            is_stub, not_run_summary, ratio_cell, score, summarize)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -436,13 +436,13 @@ def test_main_refuses_a_model_that_is_not_installed(monkeypatch, capsys):
 
 def test_systems_and_default_column_order():
     assert SYSTEMS == ("sidecar", "sidecar-noupdates", "fim-client", "naive")
-    from sidecar.tools.bench.quality import _parser
+    from devtools.bench.quality import _parser
 
     assert _parser().parse_args([]).systems == "sidecar,sidecar-noupdates,fim-client,naive"
 
 
 def test_cli_dispatch_keeps_the_latency_bench():
-    from sidecar.tools.bench import cli
+    from devtools.bench import cli
 
     with pytest.raises(SystemExit) as exc:
         cli.main(["quality", "--help"])

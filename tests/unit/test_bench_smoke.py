@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.tools.bench.cli import default_files
-from sidecar.tools.bench.report import compare, format_table, summarize
+from devtools.bench.cli import default_files
+from devtools.bench.report import compare, format_table, summarize
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,8 +53,8 @@ def test_after_accept_and_prefetch_rows():
 
 
 def test_plan_is_deterministic_and_oracle_finds_the_cursor():
-    from sidecar.tools.bench.truth import Oracle, TrueFile
-    from sidecar.tools.bench.typist import plan_file
+    from devtools.bench.truth import Oracle, TrueFile
+    from devtools.bench.typist import plan_file
 
     path = default_files()[1]
     text = path.read_text()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.tools.bench.cli import main as bench_main
-from sidecar.tools.bench.team import developer_plans, format_table, km_quantile, largest_under_sla, team_files
-from sidecar.tools.bench.typist import TypistModel
+from devtools.bench.cli import main as bench_main
+from devtools.bench.team import developer_plans, format_table, km_quantile, largest_under_sla, team_files
+from devtools.bench.typist import TypistModel
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.tools.simulator import EngineConfig
-from sidecar.tools.simulator.shared_engine import SharedEngine, engine_prompt
+from devtools.simulator import EngineConfig
+from devtools.simulator.shared_engine import SharedEngine, engine_prompt
 from support.shared_engine import completion_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -27,7 +27,7 @@ async def test_the_suffix_after_a_changed_prefix_is_recomputed():
 
 
 def count_suffix_tokens(text: str) -> int:
-    from sidecar.tools.simulator.tokens import count_tokens
+    from devtools.simulator.tokens import count_tokens
 
     return count_tokens(text)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.tools.simulator import SILICONFLOW_ERRORS, Fault, LatencyModel
+from devtools.simulator import SILICONFLOW_ERRORS, Fault, LatencyModel
 
 
 def test_siliconflow_bodies_match_documented_facts():

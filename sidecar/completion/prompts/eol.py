@@ -12,7 +12,7 @@ model starts on the new line, as on a blank line), and the suggestion gets it ba
 front of the model's text (:class:`~sidecar.completion.stream.StreamRunner` feeds it to
 the filter before the first delta), so the editor inserts ``"\\n" + line`` at the cursor.
 
-Measured (``sidecar bench quality --kinds end_of_line --holes-per-kind 20``, the 0.5B,
+Measured (``python -m devtools.bench quality --kinds end_of_line --holes-per-kind 20``, the 0.5B,
 a 60 s deadline so that only the prompt differs): exact first line 4 of 20 without the
 lift, 6 of 20 with it; empty answers 5 -> 1. Lifting with the current line's indentation
 as well (``"\\n" + indent``, as an editor's Enter does) gave 4 of 20 and 3 empty: the

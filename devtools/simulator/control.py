@@ -14,7 +14,7 @@ All bodies are JSON. Errors answer 400 ``{"error": MESSAGE}``.
 - ``POST /_sim/rate_limits``: ``{"rpm", "tpm", "retry_after_s", "send_retry_after"}``
   (see :meth:`SimulatedBackend.set_rate_limits`; missing keys: no limit, computed wait,
   header sent). Answers the limiter's state.
-- ``POST /_sim/engine``: :class:`~sidecar.tools.simulator.shared_engine.EngineConfig` keys
+- ``POST /_sim/engine``: :class:`~devtools.simulator.shared_engine.EngineConfig` keys
   (missing ones: defaults) put a new shared engine in front of the ``/v1`` generation
   endpoints; ``{"enabled": false}`` removes it. Answers its counters.
 - ``GET  /_sim/engine``: the engine's counters (:meth:`SimulatedBackend.engine_stats`), or

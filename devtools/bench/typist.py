@@ -41,7 +41,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..demo.typist import split_keys
+from sidecar.tools.demo.typist import split_keys
 
 PAUSE_LINE_END = "line_end"
 PAUSE_LONG = "long"

@@ -14,7 +14,7 @@ uses (a document change cancels the running provider call, then the next call st
 ``cancel="after"`` sends it just after the new request, ``"never"`` not at all. In the
 ``naive`` run the client never cancels.
 
-At a pause (see :mod:`sidecar.tools.bench.typist`) the bench looks at the request of the last
+At a pause (see :mod:`devtools.bench.typist`) the bench looks at the request of the last
 key before the pause: its time to suggestion is from that key to its answer, if the
 answer arrived before the pause ended and has text. The first
 ``sidecar/inlineCompletionUpdate`` with text for the same document version is recorded
@@ -56,10 +56,10 @@ from typing import Any, Callable
 
 from lsprotocol import types
 
-from ..demo.client import ServerSession
-from ..demo.report import ghost_text
-from ..demo.runner import LogTrap, default_server_command, server_environment
-from ..demo.typist import position_at
+from sidecar.tools.demo.client import ServerSession
+from sidecar.tools.demo.report import ghost_text
+from sidecar.tools.demo.runner import LogTrap, default_server_command, server_environment
+from sidecar.tools.demo.typist import position_at
 from . import simproc
 from .truth import TrueFile
 from .typist import FilePlan
@@ -104,7 +104,7 @@ def siliconflow_key() -> str | None:
 @dataclass
 class RunOptions:
     """Settings shared by the runs of one benchmark. ``latency`` holds
-    :class:`~sidecar.tools.simulator.LatencyModel` keys (ms, tokens/s)."""
+    :class:`~devtools.simulator.LatencyModel` keys (ms, tokens/s)."""
 
     seed: int = 0
     latency: dict[str, Any] = field(
@@ -261,7 +261,7 @@ class ModeRun:
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         self._sim_log = open(self.workdir / "sim-stderr.log", "wb")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sidecar.tools.bench.simproc", str(spec_path),
+            sys.executable, "-m", "devtools.bench.simproc", str(spec_path),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=self._sim_log,
             env=server_environment(None, default_command=True),
         )

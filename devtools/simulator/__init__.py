@@ -5,7 +5,7 @@ completions with a configurable latency, injects faults (error statuses, stalls,
 connections, malformed events) and records every request, including when its client
 disconnected. With a shared engine (:mod:`.shared_engine`) it also models many clients
 on one server: slots, a queue, a prefix cache, batched decoding. Run it in-process
-(``async with SimulatedBackend() as sim``) or as a process: ``python -m sidecar.tools.simulator --port 8123``.
+(``async with SimulatedBackend() as sim``) or as a process: ``python -m devtools.simulator --port 8123``.
 """
 
 from .faults import COMPLETION_PATHS, SILICONFLOW_ERRORS, Fault

@@ -1,14 +1,14 @@
-"""``sidecar bench team``: a team of developers on one shared engine.
+"""``python -m devtools.bench team``: a team of developers on one shared engine.
 
-``sidecar bench team [--developers 1,5,10,20,40] [--modes sidecar,naive] [--keystrokes 120]
+``python -m devtools.bench team [--developers 1,5,10,20,40] [--modes sidecar,naive] [--keystrokes 120]
 [--seed 0] [--capacity 8] [--prefill-tps 2000] [--decode-tps 50] [--rpm N] [--tpm N]
 [--out DIR]``: for every N and mode, N simulated developers type at the same time, each
 into its own real ``sidecar serve`` process over stdio, each a different real file
 (``fixtures/bench``, ``fixtures/demo``, ``fixtures/quality``; past eight developers the
 files repeat with another region and timing), with the keystroke-replay bench's human
-typing model, pause detection and acceptance (:mod:`sidecar.tools.bench.replay`,
-:mod:`sidecar.tools.bench.typist`). All of them talk to ONE simulated shared engine
-(:mod:`sidecar.tools.simulator.shared_engine`, run by :mod:`sidecar.tools.bench.team_engine` in its
+typing model, pause detection and acceptance (:mod:`devtools.bench.replay`,
+:mod:`devtools.bench.typist`). All of them talk to ONE simulated shared engine
+(:mod:`devtools.simulator.shared_engine`, run by :mod:`devtools.bench.team_engine` in its
 own process, fresh for every N and mode) that answers the files' true continuations
 (25% plausibly wrong).
 
@@ -70,8 +70,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..demo.runner import LogTrap, default_server_command, language_id, server_environment
-from ...metrics import percentile
+from sidecar.tools.demo.runner import LogTrap, default_server_command, language_id, server_environment
+from sidecar.metrics import percentile
 from ..simulator.shared_engine import EngineConfig
 from .replay import MODE_SPECS, ModeRun, RunOptions
 from . import simproc
@@ -79,7 +79,7 @@ from .report import write_json
 from .truth import TrueFile
 from .typist import FilePlan, TypistModel, plan_file
 
-ROOT = Path(__file__).resolve().parents[3] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2] / "fixtures"
 TEAM_FILES = ("bench/job_queue.py", "bench/ttlCache.ts", "demo/inventory.py", "quality/eventBus.ts",
               "quality/histogram.rs", "quality/linereader.c", "quality/lru.go", "quality/rate_limiter.py")
 DEFAULT_DEVELOPERS = (1, 5, 10, 20, 40)
@@ -372,9 +372,9 @@ async def _start_engine(points_dir: Path, plans: list[FilePlan], opts: TeamOptio
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     log = open(points_dir / "engine-stderr.log", "wb")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sidecar.tools.bench.team_engine", str(spec_path),
+        sys.executable, "-m", "devtools.bench.team_engine", str(spec_path),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=log,
-        env=server_environment(None, default_command=True),
+        env=server_environment(None, default_command=True), cwd=str(ROOT.parent),  # devtools runs from a clone
     )
     deadline = time.monotonic() + 60
     while not url_file.exists():
@@ -630,12 +630,12 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="sidecar bench team",
+        prog="python -m devtools.bench team",
         description="N developers, each a real sidecar process typing a different real file with the human "
                     "typing model, on ONE simulated shared engine (slots, queue, prefix cache, batched "
                     "decoding, optional RPM/TPM limits); the sidecar against the naive mode.",
-        epilog="The figures are defined in sidecar/tools/bench/team.py, the engine model in "
-               "sidecar/tools/simulator/shared_engine.py. Exit status: 0 done, 1 a point saw no pauses or no "
+        epilog="The figures are defined in devtools/bench/team.py, the engine model in "
+               "devtools/simulator/shared_engine.py. Exit status: 0 done, 1 a point saw no pauses or no "
                "suggestions (or a developer's run failed), 2 bad arguments.",
     )
     p.add_argument("--developers", default=",".join(map(str, DEFAULT_DEVELOPERS)),
@@ -686,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
                            keystrokes=args.keystrokes, seed=args.seed, engine=engine, rpm=args.rpm, tpm=args.tpm,
                            wrong_rate=args.wrong_rate, settings=settings)
     except ValueError as exc:
-        print(f"sidecar bench team: {exc}", file=sys.stderr)
+        print(f"python -m devtools.bench team: {exc}", file=sys.stderr)
         return 2
 
     def progress(msg: str) -> None:
@@ -695,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(run_team(opts, args.out, plot=not args.no_plot, progress=progress))
     except ValueError as exc:
-        print(f"sidecar bench team: {exc}", file=sys.stderr)
+        print(f"python -m devtools.bench team: {exc}", file=sys.stderr)
         return 2
     print(result.table)
     for mode, s in result.sla.items():
@@ -715,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.problems:
         for line in result.problems:
             print(f"ERROR {line}", file=sys.stderr)
-        print("sidecar bench team: some points saw no pauses or no suggestions, or a run failed (see above)",
+        print("python -m devtools.bench team: some points saw no pauses or no suggestions, or a run failed (see above)",
               file=sys.stderr)
         return 1
     return 0

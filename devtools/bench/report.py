@@ -51,7 +51,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ...metrics import percentile
+from sidecar.metrics import percentile
 from .replay import GENERATION_PATHS
 
 NOPREFETCH = "sidecar-noprefetch"  # the column the prefetch runs are compared with

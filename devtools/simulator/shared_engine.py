@@ -1,8 +1,8 @@
 """A simulated shared serving engine: slots, a FIFO queue, a prefix cache, batched decoding.
 
-With :meth:`SimulatedBackend.set_engine` (or ``python -m sidecar.tools.simulator
+With :meth:`SimulatedBackend.set_engine` (or ``python -m devtools.simulator
 --engine-capacity N``, or ``POST /_sim/engine``) the ``/v1`` generation endpoints stop
-using the plain :class:`~sidecar.tools.simulator.latency.LatencyModel` and are paced by one
+using the plain :class:`~devtools.simulator.latency.LatencyModel` and are paced by one
 :class:`SharedEngine` that every client shares, as a team's vLLM or SGLang server (continuous
 batching, automatic prefix caching) or llama-server ``--parallel N`` is shared. The local
 engine endpoints (``/infill``, ``/api/generate``) keep their own model.
@@ -11,10 +11,10 @@ The model
 ---------
 Units: times in **seconds** (``*_s``) or **milliseconds** (``*_ms``); rates in **tokens
 per second**; tokens are the simulator's token-like pieces
-(:func:`sidecar.tools.simulator.tokens.count_tokens`: runs of word characters, whitespace, or
+(:func:`devtools.simulator.tokens.count_tokens`: runs of word characters, whitespace, or
 one symbol each, close to a code model's BPE count).
 
-1. **Rate limits** (optional): the server's :class:`~sidecar.tools.simulator.ratelimits.RateLimiter`
+1. **Rate limits** (optional): the server's :class:`~devtools.simulator.ratelimits.RateLimiter`
    (RPM/TPM per sliding minute) answers a request over a limit with 429 and
    ``Retry-After`` before it reaches the engine; such a request costs the engine nothing.
 2. **Overhead**: every request first spends ``overhead_ms`` (HTTP, tokenisation,
@@ -432,7 +432,7 @@ async def engine_stream(
     on_token: Callable[[], None],
 ) -> web.StreamResponse:
     """Stream ``plan`` in ``framing``'s format, paced by ``engine`` (the order of frames is
-    :func:`sidecar.tools.simulator.responses.stream_frames`'s; faults act the same way)."""
+    :func:`devtools.simulator.responses.stream_frames`'s; faults act the same way)."""
     resp = await open_stream(request, record, framing)
     async with engine.sequence(prompt_text) as seq:
         await seq.prefill()

@@ -1,8 +1,8 @@
 """The team benchmark's shared engine, run as its own process.
 
-``python -m sidecar.tools.bench.team_engine SPEC.json``: one :class:`SimulatedBackend` with a
-:class:`~sidecar.tools.simulator.shared_engine.SharedEngine` in front of its ``/v1`` endpoints,
-answering with the :class:`~sidecar.tools.bench.truth.Oracle` of every developer's file, and,
+``python -m devtools.bench.team_engine SPEC.json``: one :class:`SimulatedBackend` with a
+:class:`~devtools.simulator.shared_engine.SharedEngine` in front of its ``/v1`` endpoints,
+answering with the :class:`~devtools.bench.truth.Oracle` of every developer's file, and,
 when the spec sets them, RPM/TPM limits (429 with ``Retry-After``). It writes its base URL
 to ``spec["url_file"]`` once listening and serves until SIGTERM/SIGINT. The bench reads
 the engine's counters with ``GET /_sim/engine`` and resets them with

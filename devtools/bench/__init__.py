@@ -10,7 +10,7 @@ prints one table and writes JSON, latency CDF plots and the timeline of one sess
 (keys, requests, aborts and suggestions shown). With ``--backend siliconflow`` and a
 ``SILICONFLOW_API_KEY``, the runs go to the real SiliconFlow instead of the simulator.
 
-Run it with ``sidecar bench`` (``python -m sidecar.tools.bench``, ``scripts/bench_replay``);
+Run it with ``python -m devtools.bench`` (``python -m devtools.bench``, ``scripts/bench_replay``);
 ``--help`` documents it.
 """
 

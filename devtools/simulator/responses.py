@@ -145,7 +145,7 @@ class Framing:
 
     The default is OpenAI's SSE framing around a :class:`Shape`; the local-engine
     endpoints (llama-server ``/infill``, Ollama ``/api/generate``) bring their own (see
-    :mod:`sidecar.tools.simulator.engines`).
+    :mod:`devtools.simulator.engines`).
 
     Attributes:
         content_type, charset: of the response (``charset=None``: none sent).

@@ -41,12 +41,12 @@ class SimulatedBackend:
 
     Endpoints (under :attr:`base_url`, which ends in ``/v1``): ``POST /v1/completions``,
     ``POST /v1/chat/completions``, ``GET /v1/models``; control endpoints under ``/_sim/``
-    (see :mod:`sidecar.tools.simulator.control`).
+    (see :mod:`devtools.simulator.control`).
 
     The output text of a generation request is, in order of priority: the next entry
     queued with :meth:`script`, the ``responder``'s answer for the request body, or
     ``default_output``. It is cut at the first stop sequence and at ``max_tokens``
-    pieces (see :func:`sidecar.tools.simulator.tokens.plan_output`), then streamed one piece
+    pieces (see :func:`devtools.simulator.tokens.plan_output`), then streamed one piece
     per SSE event, paced by the :class:`LatencyModel`.
 
     Args:
@@ -61,7 +61,7 @@ class SimulatedBackend:
         default_output: output when neither script nor responder gives one.
 
     Local-engine endpoints (at :attr:`url`, the server root; shapes in
-    :mod:`sidecar.tools.simulator.engines`), sharing the script, responder, latency model,
+    :mod:`devtools.simulator.engines`), sharing the script, responder, latency model,
     faults and request records:
 
     - llama.cpp ``llama-server``: ``POST /infill`` (SSE ``{"content", "stop"}`` events,
@@ -74,7 +74,7 @@ class SimulatedBackend:
       ``Retry-After``, as a shared account answers.
     - A shared serving engine for the ``/v1`` generation endpoints (:meth:`set_engine`):
       slots, a FIFO queue, a prefix cache and batched decoding instead of the latency
-      model (see :mod:`sidecar.tools.simulator.shared_engine`).
+      model (see :mod:`devtools.simulator.shared_engine`).
     - Ollama: ``POST /api/generate`` (NDJSON; 404 for a model not in
       :meth:`set_ollama_models`, 400 "does not support insert" for a ``suffix`` sent to a
       model listed as such; during :meth:`set_loading` a request waits for the load to
@@ -327,7 +327,7 @@ class SimulatedBackend:
         SiliconFlow key is. A request over a limit gets 429 with SiliconFlow's body naming
         it and a ``Retry-After`` header in seconds: ``retry_after_s`` when given, else the
         whole seconds until the window lets it through; ``send_retry_after=False`` sends
-        no header. See :mod:`sidecar.tools.simulator.ratelimits`.
+        no header. See :mod:`devtools.simulator.ratelimits`.
 
         Raises:
             ValueError: for a limit that is not a positive integer, a negative wait.

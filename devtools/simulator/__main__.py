@@ -1,4 +1,4 @@
-"""Command line: ``python -m sidecar.tools.simulator --port 8123 [--ttft-ms 400 ...]``.
+"""Command line: ``python -m devtools.simulator --port 8123 [--ttft-ms 400 ...]``.
 
 Serves until SIGINT or SIGTERM. The base URL is logged to stderr (and written to
 ``--url-file`` if given, which helps with ``--port 0``).
@@ -17,12 +17,12 @@ from .latency import LatencyModel
 from .shared_engine import EngineConfig
 from .server import DEFAULT_MODEL, DEFAULT_OUTPUT, SimulatedBackend
 
-logger = logging.getLogger("sidecar.tools.simulator")
+logger = logging.getLogger("devtools.simulator")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sidecar.tools.simulator",
+        prog="python -m devtools.simulator",
         description="Simulated OpenAI/SiliconFlow-compatible completion backend.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model id to list (default {DEFAULT_MODEL})")
     p.add_argument("--api-key", default=None, help="if set, require 'Authorization: Bearer KEY'")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="default output text")
-    e = p.add_argument_group("shared engine (see sidecar/tools/simulator/shared_engine.py)")
+    e = p.add_argument_group("shared engine (see devtools/simulator/shared_engine.py)")
     e.add_argument("--engine-capacity", type=int, default=None, metavar="N",
                    help="pace /v1 generation by a shared engine running N sequences at once "
                         "(a FIFO queue beyond, a prefix cache, batched decoding); off by default")

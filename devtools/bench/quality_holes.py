@@ -1,4 +1,4 @@
-"""Seeded holes for the quality benchmark (``sidecar bench quality``).
+"""Seeded holes for the quality benchmark (``python -m devtools.bench quality``).
 
 A *hole* is a place in a real source file where part of the text is removed; the
 benchmark opens the remaining text as a document, asks for a completion at the cursor and

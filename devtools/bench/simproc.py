@@ -1,7 +1,7 @@
 """The benchmark's simulated backend, run as its own process.
 
-``python -m sidecar.tools.bench.simproc SPEC.json``: serves a :class:`SimulatedBackend` whose
-responder is the :class:`~sidecar.tools.bench.truth.Oracle` for the files in the spec, writes
+``python -m devtools.bench.simproc SPEC.json``: serves a :class:`SimulatedBackend` whose
+responder is the :class:`~devtools.bench.truth.Oracle` for the files in the spec, writes
 its base URL to ``spec["url_file"]`` once listening, and serves until SIGTERM/SIGINT.
 The bench reads the request records through ``GET /_sim/requests``.
 
@@ -72,7 +72,7 @@ async def serve(spec: dict, name: str = "simproc") -> None:
 def main(argv: list[str] | None = None, name: str = "simproc") -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print(f"usage: python -m sidecar.tools.bench.{name} SPEC.json", file=sys.stderr)
+        print(f"usage: python -m devtools.bench.{name} SPEC.json", file=sys.stderr)
         return 2
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
-"""``sidecar bench``: command line and entry point of the keystroke-replay benchmark.
+"""``python -m devtools.bench``: command line and entry point of the keystroke-replay benchmark.
 
-``sidecar bench`` (or ``python -m sidecar.tools.bench``) ``[--out DIR] [--seed N] [--files F ...]
+``python -m devtools.bench`` (or ``python -m devtools.bench``) ``[--out DIR] [--seed N] [--files F ...]
 [--keystrokes N] [--modes sidecar,sidecar-noprefetch,naive] [--backend simulated|siliconflow]
 [--timeline-mode MODE]`` types about N keys of each file, once per mode, prints one table
 (a column per mode) and writes ``bench.json``, ``latency_cdf.png`` and ``timeline.png``
@@ -28,18 +28,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..demo.runner import language_id
+from sidecar.tools.demo.runner import language_id
 from .replay import BACKENDS, DEFAULT_MODES, MODE_SPECS, RunOptions, run_modes, siliconflow_key
 from .report import (build_timeline, compare, format_table, plot_cdf, plot_timeline, summarize, table_json,
                      write_json)
 from .typist import FilePlan, TypistModel, plan_file
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "bench"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
 DEFAULT_FILES = ("job_queue.py", "ttlCache.ts")
 DEFAULT_KEYSTROKES = 350
 DEFAULT_LATENCY = {"ttft_ms": 400.0, "ttft_jitter": 0.3, "tokens_per_s": 50.0}
 DEFAULT_WRONG_RATE = 0.25
-NO_KEY_MESSAGE = ("sidecar bench: --backend siliconflow runs against the real SiliconFlow API and needs "
+NO_KEY_MESSAGE = ("python -m devtools.bench: --backend siliconflow runs against the real SiliconFlow API and needs "
                   "SILICONFLOW_API_KEY in the environment, which is not set; refusing to run. "
                   "Without --backend the bench uses its simulated backend.")
 
@@ -69,7 +69,7 @@ def _real_backend() -> dict[str, Any]:
     sidecar will resolve them from the user's environment."""
     import os
 
-    from ... import config
+    from sidecar import config
 
     env = {k: os.environ[k] for k in ("SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_MODEL",
                                       "SIDECAR_SILICONFLOW_REGION", "SIDECAR_FIM") if os.environ.get(k, "").strip()}
@@ -84,7 +84,7 @@ def _local_backend() -> dict[str, Any]:
     """The model a ``local`` run's managed engine loads, as the sidecar resolves it."""
     import os
 
-    from ...models.select import choose
+    from sidecar.models.select import choose
 
     try:
         c = choose(os.environ.get("SIDECAR_LOCAL_MODEL") or None, os.environ.get("SIDECAR_LOCAL_MODEL_PATH") or None)
@@ -276,7 +276,7 @@ SIM_ONLY = ("ttft_ms", "ttft_jitter", "tokens_per_s", "wrong_rate")
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="sidecar bench",
+        prog="python -m devtools.bench",
         description="Keystroke-replay benchmark: the sidecar's scheduling with and without speculative\n"
                     "prefetch against a naive request-per-keystroke baseline, on a simulated\n"
                     "SiliconFlow-like backend (or, with --backend siliconflow and a key, the real one).\n"
@@ -321,11 +321,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "quality":  # the quality benchmark has its own parser (sidecar/tools/bench/quality.py)
+    if argv and argv[0] == "quality":  # the quality benchmark has its own parser (devtools/bench/quality.py)
         from .quality import main as quality_main
 
         return quality_main(argv[1:])
-    if argv and argv[0] == "team":  # a team on one shared engine (sidecar/tools/bench/team.py)
+    if argv and argv[0] == "team":  # a team on one shared engine (devtools/bench/team.py)
         from .team import main as team_main
 
         return team_main(argv[1:])
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend != "simulated":
         given = ["--" + k.replace("_", "-") for k in SIM_ONLY if getattr(args, k) is not None]
         if given:
-            print(f"sidecar bench: {', '.join(given)} set(s) the simulated backend and does not apply to "
+            print(f"python -m devtools.bench: {', '.join(given)} set(s) the simulated backend and does not apply to "
                   f"--backend {args.backend}", file=sys.stderr)
             return 2
     if args.keystrokes < 1:

@@ -1,6 +1,6 @@
-"""``sidecar bench quality``: how good the suggestions are, not how fast they come.
+"""``python -m devtools.bench quality``: how good the suggestions are, not how fast they come.
 
-``sidecar bench quality [--files F ...] [--holes-per-kind N] [--seed N] [--systems
+``python -m devtools.bench quality [--files F ...] [--holes-per-kind N] [--seed N] [--systems
 sidecar,sidecar-noupdates,fim-client,naive] [--max-tokens N] [--model PATH|NAME ...]
 [--out DIR]`` cuts seeded holes into real source files (:mod:`.quality_holes`:
 ``mid_word``, ``mid_line``, ``end_of_line``, ``blank_line``), asks each system for the
@@ -45,9 +45,8 @@ Systems (columns)
         shipped SmolLM2) gets no such column: it is reported as not run ("no FIM
         template: not run"), with no figures, and is no failure.
     ``naive``
-        The same engine process (the ``sidecar`` run's llama-cpp-python server, found by
-        the ``enginePid`` of ``sidecar/status`` and the ``--port`` of that process's
-        command line) given a naive prompt: the last ``--naive-prefix-chars`` (4000)
+        The same engine process (the ``sidecar`` run's llama-cpp-python server, at the
+        ``engineUrl`` of ``sidecar/status``) given a naive prompt: the last ``--naive-prefix-chars`` (4000)
         characters before the cursor, ``POST /v1/completions`` with ``temperature`` 0,
         the same ``max_tokens``, streamed, no stop sequence. The answer is cut on the
         client: when the model's text starts with a line break, that break and the line
@@ -86,9 +85,7 @@ import asyncio
 import json
 import logging
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -100,12 +97,12 @@ from typing import Any, Callable
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from ..demo.client import end_process, plain
-from ..demo.runner import language_id
+from sidecar.tools.demo.client import end_process, plain
+from sidecar.tools.demo.runner import language_id
 from .quality_holes import KINDS, Hole, make_holes
 from .quality_metrics import format_table, is_late, is_stub, not_run_summary, score, summarize
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "quality"
 DEFAULT_FILES = ("rate_limiter.py", "eventBus.ts", "linereader.c", "lru.go", "histogram.rs")
 SYSTEMS = ("sidecar", "sidecar-noupdates", "fim-client", "naive")
@@ -154,7 +151,7 @@ def default_model() -> DefaultModel:
     ``$SIDECAR_LOCAL_MODEL`` and ``$SIDECAR_LOCAL_MODEL_PATH``; a path of None from it is
     the shipped SmolLM2. Raises ModelError when that choice is an error (a configured
     model that is not installed)."""
-    from ...models.select import choose
+    from sidecar.models.select import choose
 
     choice = choose(os.environ.get("SIDECAR_LOCAL_MODEL"), os.environ.get("SIDECAR_LOCAL_MODEL_PATH"))
     if choice.error:
@@ -162,7 +159,7 @@ def default_model() -> DefaultModel:
     if choice.path is not None:
         return DefaultModel(str(choice.path), choice.name, choice.note)
     try:
-        from ...backends.engine_setup import shipped_model_path
+        from sidecar.backends.engine_setup import shipped_model_path
 
         return DefaultModel(str(shipped_model_path()), choice.name, choice.note)
     except Exception:  # noqa: BLE001 - the sidecar reports a missing model itself
@@ -175,7 +172,7 @@ def resolve_model(arg: str) -> str:
     path = Path(arg).expanduser()
     if path.is_file():
         return str(path.resolve())
-    from ...models import catalog, store
+    from sidecar.models import catalog, store
 
     looks_like_path = path.suffix.lower() == ".gguf" or os.sep in arg or (os.altsep or os.sep) in arg
     try:
@@ -198,7 +195,7 @@ def fim_template(model: str | None) -> Any:
     stem; None for no model or a family without one (the shipped SmolLM2)."""
     if not model:
         return None
-    from ...completion.prompts.build import template_for
+    from sidecar.completion.prompts.build import template_for
 
     return template_for(Path(model).stem)
 
@@ -483,32 +480,6 @@ def sidecar_env(workdir: Path, model: str | None, max_tokens: int,
     return env
 
 
-def engine_port(pid: int) -> int | None:
-    """The ``--port`` on the command line of process ``pid`` (the managed engine)."""
-    args: list[str] = []
-    try:
-        for _ in range(20):  # empty until the process has exec'd
-            args = [a for a in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0") if a]
-            if args:
-                break
-            time.sleep(0.05)
-    except OSError:
-        try:
-            out = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, timeout=5)
-            args = shlex.split(out.stdout.strip())
-        except (OSError, ValueError, subprocess.SubprocessError):
-            return None
-    for i, a in enumerate(args):
-        if a == "--port" and i + 1 < len(args) and args[i + 1].isdigit():
-            return int(args[i + 1])
-        if a.startswith("--port="):
-            try:
-                return int(a.split("=", 1)[1])
-            except ValueError:
-                return None
-    return None
-
-
 def _doc_uri(system: str, hole: Hole, n: int) -> str:
     name = Path(hole.file).name
     return f"file:///sidecar-bench-quality/{system}/{n:04d}/{name}"
@@ -565,7 +536,8 @@ async def start_sidecar(system: str, model: str | None, opts: Options, workdir: 
                      else f"unexpected status {st}")
         await qc.close()
         return None, run
-    run.engine = {"pid": st.get("enginePid"), "model": st.get("model"), "backend": st.get("backend")}
+    run.engine = {"pid": st.get("enginePid"), "url": st.get("engineUrl"), "model": st.get("model"),
+                  "backend": st.get("backend")}
     await _warm_up(qc, system, holes)
     return qc, run
 
@@ -674,10 +646,11 @@ async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) ->
     return await stream_answer(client, base_url, naive_body(hole, opts))
 
 
-async def run_direct(system: str, engine_pid: int | None, model: str | None, holes: list[Hole], opts: Options,
+async def run_direct(system: str, engine_url: str | None, model: str | None, holes: list[Hole], opts: Options,
                      progress: Callable[[str], None]) -> ColumnRun:
-    """The ``naive`` or ``fim-client`` column against the running engine of process
-    ``engine_pid``. The caller checks that ``fim-client`` has a template."""
+    """The ``naive`` or ``fim-client`` column against the running engine at
+    ``engine_url`` (``engineUrl`` of ``sidecar/status``). The caller checks that
+    ``fim-client`` has a template."""
     import httpx2 as httpx
 
     run = ColumnRun(system, model)
@@ -687,12 +660,11 @@ async def run_direct(system: str, engine_pid: int | None, model: str | None, hol
         run.engine["template"] = template.family
     else:
         body_of = lambda h: naive_body(h, opts)  # noqa: E731
-    port = engine_port(engine_pid) if engine_pid else None
-    if port is None:
-        run.fatal = f"cannot find the local engine's port (engine pid {engine_pid})"
+    if not engine_url:
+        run.fatal = "the sidecar named no local engine URL (engineUrl in its status)"
         return run
-    base = f"http://127.0.0.1:{port}/v1"
-    run.engine.update(pid=engine_pid, base_url=base)
+    base = engine_url.rstrip("/")
+    run.engine.update(base_url=base)
     t = time.monotonic()
     async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=5.0), trust_env=False) as client:
         await stream_answer(client, base, body_of(holes[0]))  # warm-up, not scored
@@ -705,10 +677,10 @@ async def run_direct(system: str, engine_pid: int | None, model: str | None, hol
     return run
 
 
-async def run_naive(engine_pid: int | None, model: str | None, holes: list[Hole], opts: Options,
+async def run_naive(engine_url: str | None, model: str | None, holes: list[Hole], opts: Options,
                     progress: Callable[[str], None]) -> ColumnRun:
-    """The ``naive`` column against the running engine of process ``engine_pid``."""
-    return await run_direct("naive", engine_pid, model, holes, opts, progress)
+    """The ``naive`` column against the running engine at ``engine_url``."""
+    return await run_direct("naive", engine_url, model, holes, opts, progress)
 
 
 def _failed_run(system: str, model: str | None, holes: list[Hole], why: str) -> ColumnRun:
@@ -781,7 +753,7 @@ async def _direct_on(direct: list[str], host: QualityClient | None, host_run: Co
             continue
         what = "FIM template prompts" if system == "fim-client" else "prefix-only prompts"
         progress(f"{system}: the same engine, {what}")
-        out[system] = await run_direct(system, host_run.engine.get("pid"), model, holes, opts, progress)
+        out[system] = await run_direct(system, host_run.engine.get("url"), model, holes, opts, progress)
     return out
 
 
@@ -901,7 +873,7 @@ def _loadavg() -> list[float] | None:
 # -- command line -----------------------------------------------------------------------------
 
 _EPILOG = """\
-holes (see sidecar/tools/bench/quality_holes.py for the exact rules):
+holes (see devtools/bench/quality_holes.py for the exact rules):
   mid_word     cursor inside an identifier; the rest of the line is removed
   mid_line     cursor at a token boundary; the text up to the line's closing
                brackets/punctuation is removed, which stay after the cursor
@@ -938,7 +910,7 @@ no holes.
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="sidecar bench quality",
+        prog="python -m devtools.bench quality",
         description="Quality benchmark: seeded holes in real source files, answered by the sidecar\n"
                     "(with and without update support), by a plain FIM client and by a naive prefix\n"
                     "prompt on the same local engine. A few minutes with the defaults and the shipped model.",
@@ -978,31 +950,31 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in systems if s not in SYSTEMS]
     if bad or not systems or len(set(systems)) != len(systems):
-        print(f"sidecar bench quality: --systems takes distinct names from {', '.join(SYSTEMS)}, got {args.systems!r}",
+        print(f"python -m devtools.bench quality: --systems takes distinct names from {', '.join(SYSTEMS)}, got {args.systems!r}",
               file=sys.stderr)
         return 2
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
-        print(f"sidecar bench quality: --kinds takes names from {', '.join(KINDS)}, got {args.kinds!r}", file=sys.stderr)
+        print(f"python -m devtools.bench quality: --kinds takes names from {', '.join(KINDS)}, got {args.kinds!r}", file=sys.stderr)
         return 2
     for name in ("holes_per_kind", "max_tokens", "naive_prefix_chars", "fim_prefix_chars"):
         if getattr(args, name) < 1:
-            print(f"sidecar bench quality: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            print(f"python -m devtools.bench quality: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
     if args.fim_suffix_chars < 0:
-        print("sidecar bench quality: --fim-suffix-chars must be at least 0", file=sys.stderr)
+        print("python -m devtools.bench quality: --fim-suffix-chars must be at least 0", file=sys.stderr)
         return 2
     files = [Path(f) for f in (args.files or default_files())]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        print(f"sidecar bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
+        print(f"python -m devtools.bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
     models: list[str | None] = []
     if not args.no_default_model:
         try:
             dm = default_model()
         except ModelError as exc:
-            print(f"sidecar bench quality: the default model cannot be used: {exc}", file=sys.stderr)
+            print(f"python -m devtools.bench quality: the default model cannot be used: {exc}", file=sys.stderr)
             return 2
         print(f"default model (what the sidecar would load): {dm.name}: {dm.path or 'the shipped GGUF was not found'}"
               + (f" ({dm.note})" if dm.note else ""), flush=True)
@@ -1011,10 +983,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             models.append(resolve_model(m))
         except ModelError as exc:
-            print(f"sidecar bench quality: {exc}", file=sys.stderr)
+            print(f"python -m devtools.bench quality: {exc}", file=sys.stderr)
             return 2
     if not models:
-        print("sidecar bench quality: --no-default-model needs at least one --model", file=sys.stderr)
+        print("python -m devtools.bench quality: --no-default-model needs at least one --model", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sidecar-quality-"))
 
@@ -1025,16 +997,16 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            print(f"sidecar bench quality: --set takes KEY=VALUE, got {item!r}", file=sys.stderr)
+            print(f"python -m devtools.bench quality: --set takes KEY=VALUE, got {item!r}", file=sys.stderr)
             return 2
         settings[key.strip()] = _toml_value(value.strip())
-    from ...config import normalize  # the server's own check: a typo must not pass silently
+    from sidecar.config import normalize  # the server's own check: a typo must not pass silently
 
     problems: list[str] = []
     normalize(dict(settings), "--set", problems)
     if problems:
         for msg in problems:
-            print(f"sidecar bench quality: {msg}", file=sys.stderr)
+            print(f"python -m devtools.bench quality: {msg}", file=sys.stderr)
         return 2
     opts = Options(max_tokens=args.max_tokens, naive_prefix_chars=args.naive_prefix_chars,
                    fim_prefix_chars=args.fim_prefix_chars, fim_suffix_chars=args.fim_suffix_chars, settings=settings)
@@ -1042,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(run_quality(files, holes_per_kind=args.holes_per_kind, seed=args.seed, systems=systems,
                                          models=models, out_dir=out, opts=opts, kinds=kinds, progress=progress))
     except ValueError as exc:
-        print(f"sidecar bench quality: {exc}", file=sys.stderr)
+        print(f"python -m devtools.bench quality: {exc}", file=sys.stderr)
         return 2
     kinds_line = ", ".join(f"{k} {sum(h.kind == k for h in result.holes)}" for k in kinds)
     print(f"quality benchmark: {len(result.holes)} holes ({kinds_line}) in {len(files)} file(s), seed {args.seed}, "
@@ -1058,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {note}")
     print(f"wrote {result.json_path}")
     if result.failures:
-        print("sidecar bench quality: the benchmark saw no answer from at least one column; its figures mean nothing",
+        print("python -m devtools.bench quality: the benchmark saw no answer from at least one column; its figures mean nothing",
               file=sys.stderr)
         return 1
     return 0

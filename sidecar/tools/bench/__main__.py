@@ -1,7 +1,0 @@
-"""``python -m sidecar.tools.bench``: the keystroke-replay benchmark (see ``--help``)."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
