@@ -29,7 +29,7 @@ from .naive import NaivePipeline
 from .postprocess import StreamFilter
 from .reports import Reports
 from .scheduler import Scheduler
-from .stream import StreamOutcome, StreamRunner
+from .stream import StreamDeps, StreamOutcome, StreamRunner
 from .updates import UpdateSink
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,11 @@ class CompletionService:
         self._wire(self.backend)
         self.cache = CompletionCache.from_settings(settings)
         self.contexts = ContextBudget(lambda: self.settings, self._target, self.metrics)
-        self.streams = StreamRunner(self)
+        self.streams = StreamRunner(StreamDeps(
+            settings=lambda: self.settings, target=self._target,
+            record=lambda target, err: self.backend.record(target, err),
+            metrics=self.metrics, reports=self.reports, contexts=self.contexts,
+            spare_connection=self._spare_connection))
         self.scheduler = Scheduler(self, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
                                    cache=self.cache)
         self._naive = NaivePipeline(self)

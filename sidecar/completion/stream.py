@@ -58,13 +58,27 @@ def warm_key_of(target: Any) -> str:
     return f"{target.kind}:{target.base_url}"
 
 
-class StreamRunner:
-    """Runs the streams of one completion service (``svc``: its settings, backend,
-    metrics, reports and contexts); remembers which backends are warm and which
-    strategies each model refused."""
+@dataclass
+class StreamDeps:
+    """What the stream runner needs, each looked up when a stream runs (the settings and
+    the backend change at run time). The completion service provides them
+    (``CompletionService.__init__``); the unit tests give fakes."""
 
-    def __init__(self, svc: Any) -> None:
-        self.svc = svc
+    settings: Callable[[], Any]  # the live ``Settings``
+    target: Callable[[], Any]  # the backend the next stream goes to (a ``backends.base.Backend``)
+    record: Callable[[Any, BackendError | None], None]  # the auto-mode breaker: ``Backend.record``
+    metrics: Any  # ``metrics.Metrics``
+    reports: Any  # ``reports.Reports``: one message per cause, slowness
+    contexts: Any  # ``context_budget.ContextBudget``: the window budget's and load's samples
+    spare_connection: Callable[[], None]  # open a spare connection after a socket was closed
+
+
+class StreamRunner:
+    """Runs upstream streams with its collaborators (:class:`StreamDeps`); remembers
+    which backends are warm and which strategies each model refused."""
+
+    def __init__(self, deps: StreamDeps) -> None:
+        self.deps = deps
         self._warm: set[str] = set()  # backends (see warm_key_of) that have sent a stream event
         self._rejected: dict[str, set[str]] = {}  # model -> strategies it refused
 
@@ -79,7 +93,7 @@ class StreamRunner:
     def _build(self, ctx: CompletionContext, strategy: str, target: Any, model: str) -> tuple[Any, str, Any]:
         """``(healing plan, line-break lift, UpstreamRequest)`` for ``ctx`` sent with
         ``strategy`` to ``target``."""
-        s = self.svc.settings
+        s = self.deps.settings()
         plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
         # At the end of a finished line the prompt ends with the line break, and the
         # filter gets it back before the first delta (prompts/eol.py).
@@ -100,9 +114,9 @@ class StreamRunner:
         ``asyncio.CancelledError`` when cancelled, after closing the upstream stream.
         """
         t0 = time.perf_counter()
-        svc = self.svc
-        s = svc.settings
-        target = svc._target()
+        svc = self.deps
+        s = svc.settings()
+        target = svc.target()
         model = target.model
         rejected = self._rejected.setdefault(model, set())
         out = StreamOutcome(info=StreamInfo())
@@ -114,7 +128,7 @@ class StreamRunner:
         try:
             await target.ensure_ready()
         except BackendError as err:
-            svc.backend.record(target, err)
+            svc.record(target, err)
             svc.reports.error(err)
             out.error = err
             return out
@@ -182,7 +196,7 @@ class StreamRunner:
                                 svc.metrics.count("upstream.closed_early")
                                 break
                 if filt.done or unheal.mismatch:  # closed before its end: the socket went with it
-                    svc._spare_connection()
+                    svc.spare_connection()
             except TimeoutError:
                 out.deadline_hit = True
                 svc.metrics.count("upstream.deadline")
@@ -199,7 +213,7 @@ class StreamRunner:
                     if not cooldown.failure(err.retry_after_s):
                         # One message per episode: later 429/503s of it go to the log.
                         err = dataclasses.replace(err, actionable=False)
-                svc.backend.record(target, err)
+                svc.record(target, err)
                 svc.reports.error(err)
                 out.error = err
                 return out
@@ -210,7 +224,7 @@ class StreamRunner:
                 svc.contexts.observe(target, req, info, record=False)
                 # Closing a stream mid-way closes its socket (HTTP/1.1); open a spare one
                 # now so the next request does not pay for a TCP and TLS handshake.
-                svc._spare_connection()
+                svc.spare_connection()
                 raise
             break
         t_end = time.perf_counter()
@@ -221,7 +235,7 @@ class StreamRunner:
             self._warm.add(warm_key)
         if cooldown is not None and info.headers_at:
             cooldown.success()
-        svc.backend.record(target, None)
+        svc.record(target, None)
         log.info("upstream stream ended", extra={"fields": {
             "backend": target.name, "model": model, "strategy": out.strategy,
             "upstream_trace_id": info.trace_id, "ttft_ms": info.ttft_ms,
