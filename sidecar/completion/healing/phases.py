@@ -15,12 +15,13 @@ import dataclasses
 from typing import AsyncIterator, Callable
 
 from ...backends.base import StreamInfo, UpstreamRequest
+from ..dialects import DIALECTS
 
 
 # APIs whose grammar costs every generated token (llama-cpp-python applies it to the
 # whole vocabulary at each step: measured 13 -> 22 ms per token on 2 CPU cores), so the
 # constrained request only generates the heal and a plain one goes on from there.
-GRAMMAR_PHASE_APIS = frozenset({"llama-cpp-python"})
+GRAMMAR_PHASE_APIS = frozenset(name for name, d in DIALECTS.items() if d.grammar_phases)
 
 
 def split_request(req: UpstreamRequest, api: str, heal: str) -> UpstreamRequest | None:

@@ -43,11 +43,13 @@ import re
 from dataclasses import dataclass
 
 from ..context import CompletionContext
+from ..dialects import DIALECTS
 from .grammar import grammar_for
 
 MAX_WORD_CHARS = 32  # a longer identifier run is left alone (minified or generated text)
 MAX_SPACE_CHARS = 32  # horizontal whitespace cut with (or instead of) a word
-CONSTRAINED_APIS = frozenset({"llama-cpp-python", "llama-server"})
+#: Wire formats whose engine takes a GBNF grammar (llama.cpp's): ``Dialect.llama_cpp``.
+CONSTRAINED_APIS = frozenset(name for name, d in DIALECTS.items() if d.llama_cpp)
 FILTERED_STRATEGIES = frozenset({"suffix", "template", "prefix"})
 _SPACE = " \t"
 

@@ -16,95 +16,25 @@ Strategies (docs/architecture.md, "Facts we checked"):
 from __future__ import annotations
 
 import dataclasses
-import re
-from dataclasses import dataclass
 
 from ...backends.base import UpstreamRequest
 from ..context import CompletionContext
 from ..healing import HealingPlan
 from . import snippets
+from ..dialects import MAX_STOP_SEQUENCES, SILICONFLOW_NATIVE_FIM, dialect_for
+from ..families import TEMPLATES, FimTemplate, template_for
 
-MAX_STOP_SEQUENCES = 4  # SiliconFlow's limit for ``stop``
+__all__ = ["MAX_STOP_SEQUENCES", "SILICONFLOW_NATIVE_FIM", "TEMPLATES", "FimTemplate", "build_request",
+           "choose_strategy", "stop_sequences", "template_for"]
 
-
-@dataclass(frozen=True)
-class FimTemplate:
-    family: str
-    pattern: re.Pattern[str]
-    prefix_tok: str
-    suffix_tok: str
-    middle_tok: str
-    stops: tuple[str, ...]
-    suffix_first: bool = False
-
-    def render(self, prefix: str, suffix: str) -> str:
-        if self.suffix_first:  # Codestral / Mistral: [SUFFIX]S[PREFIX]P
-            return f"{self.suffix_tok}{suffix}{self.prefix_tok}{prefix}"
-        return f"{self.prefix_tok}{prefix}{self.suffix_tok}{suffix}{self.middle_tok}"
-
-
-# Exact strings from each family's tokenizer (docs/architecture.md, "Facts we checked").
-TEMPLATES: tuple[FimTemplate, ...] = (
-    FimTemplate("qwen-coder", re.compile(r"qwen.*coder|coder.*qwen", re.I),
-                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>")),
-    FimTemplate("deepseek-coder", re.compile(r"deepseek.*coder", re.I),
-                "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>",)),
-    FimTemplate("starcoder", re.compile(r"starcoder|santacoder", re.I),
-                "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
-    FimTemplate("codellama", re.compile(r"code-?llama", re.I),
-                "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
-    FimTemplate("codestral", re.compile(r"codestral", re.I),
-                "[PREFIX]", "[SUFFIX]", "", ("</s>",), suffix_first=True),
-    FimTemplate("codegemma", re.compile(r"codegemma", re.I),
-                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|file_separator|>", "<end_of_turn>")),
-)
-
-# Models SiliconFlow's FIM guide lists for /v1/completions with ``suffix`` (the list
-# changes; an unlisted model that rejects ``suffix`` falls back at run time).
-SILICONFLOW_NATIVE_FIM = re.compile(r"qwen2\.5-coder|deepseek-v3|deepseek-v2\.5|deepseek-coder", re.I)
-
-
-def template_for(model: str) -> FimTemplate | None:
-    """The FIM template of ``model``'s family, or None when the family is unknown."""
-    for t in TEMPLATES:
-        if t.pattern.search(model):
-            return t
-    return None
 
 
 def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
     """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` | ``infill`` for a backend
-    API (``siliconflow``, ``openai``, ``llama-cpp-python``, ``llama-server``, ``ollama``)
-    and model.
-
-    ``setting`` is the user's ``fim`` setting (``auto`` lets this function decide);
-    ``rejected`` holds strategies this model already refused at run time.
-    """
-    if provider == "llama-server":
-        # The engine applies the model's own FIM tokens; a model without them refuses.
-        return "prefix" if "infill" in rejected else "infill"
-    if provider == "ollama":
-        # Ollama applies the model's FIM template when given ``suffix``; others get raw text.
-        fim = setting in ("auto", "suffix") and template_for(model) and "suffix" not in rejected
-        return "suffix" if fim else "prefix"
-    if setting != "auto" and setting not in rejected:
-        return setting
-    order: list[str] = []
-    if provider == "siliconflow":
-        if SILICONFLOW_NATIVE_FIM.search(model):
-            order.append("suffix")
-        if template_for(model):
-            order.append("template")
-        order.append("chat")
-    else:
-        if template_for(model):
-            order.append("template")
-        order.append("prefix")
-    for s in order:
-        if s not in rejected:
-            return s
-    return order[-1]
+    speaking wire format ``provider`` (``Backend.api``) and ``model``: that dialect's
+    choice (``dialects.py``). ``setting`` is the user's ``fim`` setting (``auto`` lets
+    the dialect decide); ``rejected`` holds strategies this model already refused."""
+    return dialect_for(provider).strategy(model, setting, rejected)
 
 
 def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = (),
@@ -157,18 +87,19 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
     # the prefix, unless the format has its own place for them (Qwen's repository format,
     # /infill, chat).
     lead = snippets.comment_block(ctx.snippets, ctx.language, ctx.path)
-    if provider == "llama-server" and strategy == "infill":
+    dialect = dialect_for(provider)
+    if dialect.shape == "infill" and strategy == "infill":
         from .infill import infill_request
 
         return infill_request(ctx, max_tokens=max_tokens, temperature=temperature)
-    if provider == "ollama":
+    if dialect.shape == "ollama":
         from .ollama import generate_request
 
         octx = dataclasses.replace(ctx, prefix=lead + ctx.prefix) if lead else ctx
         return generate_request(octx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature)
     tmpl = template_for(model)
     common: dict = {"max_tokens": max_tokens, "temperature": temperature}
-    if provider in ("llama-cpp-python", "llama-server"):
+    if dialect.llama_cpp:
         # llama.cpp keeps the KV cache of a prompt prefix it has seen (llama-cpp-python
         # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
         # share their beginning, so only the new tail is evaluated.
@@ -179,10 +110,9 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
     if strategy == "template" and tmpl is not None:
         body = {
             "prompt": (snippets.repo_block(ctx.snippets, ctx.repo, ctx.path) + tmpl.render(ctx.prefix, ctx.suffix)
-                       if tmpl.family == "qwen-coder" else tmpl.render(lead + ctx.prefix, ctx.suffix)),
+                       if tmpl.repo_format else tmpl.render(lead + ctx.prefix, ctx.suffix)),
             # Local engines take every stop; SiliconFlow at most four.
-            "stop": stop_sequences(ctx, tmpl.stops, None if provider in ("llama-cpp-python", "llama-server")
-                                   else MAX_STOP_SEQUENCES),
+            "stop": stop_sequences(ctx, tmpl.stops, dialect.max_stops),
             **common,
         }
         return UpstreamRequest("completions", body, "template")
@@ -193,7 +123,7 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
             "stop": stop_sequences(ctx),
             **common,
         }
-        if provider == "siliconflow":
+        if dialect.chat_fim_fields:
             body["prefix"] = ctx.prefix
             body["suffix"] = ctx.suffix
         return UpstreamRequest("chat/completions", body, "chat")

@@ -25,15 +25,17 @@ class FimCheck:
     async def check_fim(self, backend: Any) -> None:
         from ...backends import errors as E
         from ...backends.base import UpstreamRequest
-        from ...completion.prompts import SILICONFLOW_NATIVE_FIM, choose_strategy, template_for
+        from ...completion.dialects import dialect_for
+        from ...completion.prompts import choose_strategy, template_for
 
         s = self.settings
         assert s is not None
         provider, model = backend.api, backend.model
+        native = dialect_for(provider).native_fim  # the API's list of native-FIM models, if it has one
         strategy = choose_strategy(provider, model, s.fim)
         self.strategy = strategy
         data: dict[str, Any] = {"strategy": strategy, "fim_setting": s.fim}
-        if not (provider == "siliconflow" and strategy == "suffix"):
+        if not (native is not None and strategy == "suffix"):
             tmpl = template_for(model)
             how = {
                 "suffix": "native FIM field 'suffix' on /completions",
@@ -43,7 +45,7 @@ class FimCheck:
                           "text after the cursor is not sent)",
             }.get(strategy, strategy)
             note = ""
-            if provider == "siliconflow" and not SILICONFLOW_NATIVE_FIM.search(model) and s.fim == "auto":
+            if native is not None and not native.search(model) and s.fim == "auto":
                 note = " (not on SiliconFlow's FIM list)"
             self.add("fim", "FIM", OK, f"strategy {strategy}: {how}{note}", "", data)
             return
