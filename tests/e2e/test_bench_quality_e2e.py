@@ -86,7 +86,9 @@ async def test_real_run_and_bad_model(tmp_path):
         assert s["answered"] > 0, (name, data["columns"][name]["records"])
         assert s["latency_p50_ms"] is not None
         assert set(s["by_kind"]) == {"mid_word", "mid_line", "end_of_line", "blank_line"}
-    assert data["columns"]["naive"]["engine"]["pid"] == data["columns"]["sidecar"]["engine"]["pid"]
+    # The naive column talked to the sidecar's own engine, at the URL its status named.
+    assert data["columns"]["sidecar"]["engine"]["url"].startswith("http://127.0.0.1:")
+    assert data["columns"]["naive"]["engine"]["base_url"] == data["columns"]["sidecar"]["engine"]["url"]
     assert "exact first line" in stdout and "exact first line (end_of_line)" in stdout
     assert str(out / "quality.json") in stdout
     model = data["columns"]["fim-client"]["model"]
@@ -151,7 +153,7 @@ async def test_fim_client_on_the_code_model(tmp_path):
     fim_col = data["columns"]["fim-client"]
     assert fim_col["not_run"] is None and fim_col["fatal"] is None
     assert fim_col["engine"]["template"] == "qwen-coder"
-    assert fim_col["engine"]["pid"] == data["columns"]["sidecar"]["engine"]["pid"]  # the same engine process
+    assert fim_col["engine"]["base_url"] == data["columns"]["sidecar"]["engine"]["url"]  # the same engine process
     for name in ("sidecar", "fim-client"):
         s = data["summaries"][name]
         assert s["holes"] == 4 and s["errors"] == 0, (name, data["columns"][name]["records"])
