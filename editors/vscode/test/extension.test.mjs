@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const require = createRequire(import.meta.url);
@@ -18,6 +19,8 @@ const Module = require('node:module');
 const { create } = require('./vscode-stub.cjs');
 
 const PYTHON = process.env.SIDECAR_PYTHON || 'python3';
+// The simulator is a development tool of the clone (devtools/), run from its root.
+const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const STEP_MS = 15_000;
 const KEY = 'sk-test-secret-0123456789';
 const OUTPUT = 'result = 0\n    for x in xs:\n        result += x\n    return result';
@@ -84,8 +87,8 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         const urlFile = join(tmp, 'sim-url');
         // The simulator requires the key: a completion proves that the key in secret
         // storage reached the server's environment.
-        simulator = spawn(PYTHON, ['-m', 'sidecar.tools.simulator', '--port', '0', '--url-file', urlFile, '--api-key', KEY,
-            '--ttft-ms', '30', '--tokens-per-s', '120', '--output', OUTPUT, '--log-level', 'WARNING'], { stdio: ['ignore', 'ignore', 'inherit'] });
+        simulator = spawn(PYTHON, ['-m', 'devtools.simulator', '--port', '0', '--url-file', urlFile, '--api-key', KEY,
+            '--ttft-ms', '30', '--tokens-per-s', '120', '--output', OUTPUT, '--log-level', 'WARNING'], { stdio: ['ignore', 'ignore', 'inherit'], cwd: REPO_ROOT });
         const url = await waitFor(() => {
             if (simulator.exitCode !== null) throw new Error('simulator exited');
             try { const t = readFileSync(urlFile, 'utf8'); return t.endsWith('\n') && t.trim(); } catch { return undefined; }

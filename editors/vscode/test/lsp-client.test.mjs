@@ -1,6 +1,6 @@
 // An independent LSP client for the sidecar: Microsoft's vscode-jsonrpc and
 // vscode-languageserver-protocol over stdio (no VS Code API), sending the capabilities
-// VS Code sends, against the simulated backend (python -m sidecar.tools.simulator).
+// VS Code sends, against the simulated backend (python -m devtools.simulator).
 //
 // Server: $SIDECAR_PYTHON -m sidecar serve --stdio (default python3).
 // Run: npm test (node --test).
@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import protocol from 'vscode-languageserver-protocol/node';
 
@@ -23,6 +24,8 @@ const {
 } = protocol;
 
 const PYTHON = process.env.SIDECAR_PYTHON || 'python3';
+// The simulator is a development tool of the clone (devtools/), run from its root.
+const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const STEP_MS = 15_000; // every single await on the server gets this long at most
 const URI = 'file:///src/sum.py';
 // The cursor sits on the blank line inside the function (line 1, column 4).
@@ -102,9 +105,9 @@ describe('sidecar over stdio with a vscode-languageserver-protocol client', () =
         tmp = mkdtempSync(join(tmpdir(), 'sidecar-lsp-'));
         const urlFile = join(tmp, 'sim-url');
         simulator = spawn(PYTHON, [
-            '-m', 'sidecar.tools.simulator', '--port', '0', '--url-file', urlFile,
+            '-m', 'devtools.simulator', '--port', '0', '--url-file', urlFile,
             '--ttft-ms', '30', '--tokens-per-s', '120', '--output', OUTPUT, '--log-level', 'WARNING',
-        ], { stdio: ['ignore', 'ignore', 'pipe'] });
+        ], { stdio: ['ignore', 'ignore', 'pipe'], cwd: REPO_ROOT });
         let simErr = '';
         simulator.stderr.on('data', (d) => { simErr += d; });
         baseUrl = await waitFor(() => {
