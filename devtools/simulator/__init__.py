@@ -11,7 +11,8 @@ on one server: slots, a queue, a prefix cache, batched decoding. Run it in-proce
 from .faults import COMPLETION_PATHS, SILICONFLOW_ERRORS, Fault
 from .latency import LatencyModel
 from .recorder import RecordedRequest
-from .server import DEFAULT_MODEL, DEFAULT_OUTPUT, TRACE_HEADER, Responder, SimulatedBackend
+from .responses import TRACE_HEADER
+from .server import DEFAULT_MODEL, DEFAULT_OUTPUT, Responder, SimulatedBackend
 from .shared_engine import EngineConfig, SharedEngine
 from .tokens import split_tokens
 

@@ -310,3 +310,13 @@ async def stream_fault(
     while True:
         await asyncio.sleep(keepalive_s)
         await resp.write(keepalive)
+
+
+class WholeAnswer:
+    """A stand-in for :class:`Shape` in ``respond_whole``: the body is already built."""
+
+    def __init__(self, body: dict) -> None:
+        self.body = body
+
+    def full(self, text: str, finish_reason: str, use: dict[str, int]) -> dict:
+        return self.body
