@@ -5,7 +5,8 @@ embedded engine").
 
 Its parts: ``engine_setup.py`` (llama-cpp-python and the shipped model, and the hints for
 the user), ``engine_start.py`` (the warm-up prompt, how a failed start or an exit is
-described) and ``managed_engine.py`` (the child process).
+described), ``managed_engine.py`` (when the engine is ready: the warm-up) and
+``engine_process.py`` (the child process).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ..backends.engine_start import warmup_prompt
 from . import crossfile, load, tokens, window
+from .prompt_cost import prompt_text
 from .context import CompletionContext, NotCompletable, build_context
 
 
@@ -99,7 +100,7 @@ class ContextBudget:
         evaluate (after the beginning shared with the previous prompt, or llama-server's
         own ``cache_n``) and the TTFT."""
         budget = self._windows.setdefault(self._key(target), window.WindowBudget())
-        text = window.prompt_text(req.body)
+        text = prompt_text(req.body)
         new = budget.new_text(text)
         total = tokens.count(text)
         timings = info.usage.get("timings") if isinstance(info.usage.get("timings"), dict) else {}

@@ -1,13 +1,14 @@
-"""The context window as a latency budget (completion/window.py): the rule and its
-hysteresis (the samples the service records from real streams:
-tests/e2e/test_window_e2e.py)."""
+"""The context window as a latency budget (completion/window.py; its samples and cost
+model, completion/prompt_cost.py): the rule and its hysteresis (the samples the service
+records from real streams: tests/e2e/test_window_e2e.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sidecar.completion import window
-from sidecar.completion.window import WindowBudget, common_prefix_len, prompt_text
+from sidecar.completion.prompt_cost import common_prefix_len, prompt_text
+from sidecar.completion.window import WindowBudget
 
 
 class Clock:
