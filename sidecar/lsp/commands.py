@@ -62,6 +62,6 @@ async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
         ls.show(types.MessageType.Warning, msg)
         return {"mode": "local", "changed": False, "message": msg}
     ls.mode_layer = layer
-    changed = await ls.service.apply_settings(ls.settings()) if ls.service else False
+    changed = await ls.service.apply_settings(candidate) if ls.service else False
     status = ls.service.status("starting" if changed else "ready") if ls.service else {}
     return {**status, "mode": mode, "changed": changed}

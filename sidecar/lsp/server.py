@@ -158,13 +158,13 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         previous = ls.change_layer
         ls.change_layer = {**{k: previous[k] for k in bad if errors}, **layer}
         try:
-            ls.settings()
+            settings = ls.settings()
         except ConfigError as exc:
             ls.show(types.MessageType.Error, f"{exc} (kept the previous settings)")
             ls.change_layer = previous
             return
         if ls.service is not None:
-            await ls.service.apply_settings(ls.settings())
+            await ls.service.apply_settings(settings)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def on_change(ls: SidecarServer, params: types.DidChangeTextDocumentParams) -> None:

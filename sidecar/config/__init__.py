@@ -1,0 +1,27 @@
+"""Settings: defaults, user config file, environment, initializationOptions, didChangeConfiguration.
+
+Precedence, lowest to highest (docs/architecture.md, "Facts we checked"): built-in defaults, the user config file
+(TOML, ``<platform config dir>/sidecar/config.toml`` or ``$SIDECAR_CONFIG``), environment
+variables, LSP ``initializationOptions``, LSP ``workspace/didChangeConfiguration``.
+
+Each setting is declared once, in ``settings.py`` (``declare.py``: :func:`setting`);
+``load.py`` reads and validates the sources, ``doc.py`` writes the documentation's table.
+Every value is validated; an invalid one raises :class:`ConfigError` naming the setting,
+the bad value and where it came from. Secrets (the API keys, secret headers) are kept out
+of ``repr`` and logs.
+"""
+
+from .. import providers as _providers
+from .declare import ConfigError, Spec, setting
+from .doc import settings_table_markdown
+from .load import (BACKEND_FIELDS, ENV_VARS, OPENAI_ENV_VARS, backend_changed, build, config_file_path, from_env,
+                   from_file, normalize)
+from .settings import APP_NAME, Settings
+
+SILICONFLOW_HOSTS = dict(_providers.SILICONFLOW.hosts)
+DEFAULT_SILICONFLOW_MODEL = _providers.SILICONFLOW.default_model
+is_siliconflow_url = _providers.SILICONFLOW.owns_url
+
+__all__ = ["APP_NAME", "BACKEND_FIELDS", "DEFAULT_SILICONFLOW_MODEL", "ENV_VARS", "OPENAI_ENV_VARS",
+           "SILICONFLOW_HOSTS", "ConfigError", "Settings", "Spec", "backend_changed", "build", "config_file_path",
+           "from_env", "from_file", "is_siliconflow_url", "normalize", "setting", "settings_table_markdown"]
