@@ -112,3 +112,8 @@ OLLAMA = LocalEngine("ollama", "Ollama", model_example="qwen2.5-coder:1.5b")
 OPENAI_ENGINE = LocalEngine("openai", "local OpenAI-compatible engine")
 
 LOCAL_ENGINES: dict[str, LocalEngine] = {e.name: e for e in (MANAGED, LLAMA_SERVER, OLLAMA, OPENAI_ENGINE)}
+
+
+def is_local(provider: str) -> bool:
+    """Whether provider ``provider`` (a ``Backend.provider``) is a local engine, not a cloud."""
+    return not PROVIDERS[provider].cloud

@@ -74,9 +74,10 @@ def parse_json_object(raw: bytes, info: StreamInfo, what: str = "stream line") -
 class Backend(Protocol):
     """A place completions come from, as the completion service uses it (every ability
     is declared here; :class:`BackendBase` gives the defaults). ``name`` is shown to
-    users; ``model`` is the model id; ``kind`` is ``siliconflow``, ``openai`` or
-    ``local``; ``api`` the request shape (``openai``, ``siliconflow``,
-    ``llama-cpp-python``, ``llama-server``, ``ollama``); ``base_url`` the URL requests go
+    users; ``model`` is the model id; ``provider`` who serves (``siliconflow``,
+    ``openai`` or ``local``: ``sidecar/providers.py``); ``api`` the wire format it speaks
+    (``openai``, ``siliconflow``, ``llama-cpp-python``, ``llama-server``, ``ollama``: a
+    dialect of ``completion/dialects.py``); ``base_url`` the URL requests go
     to (``""`` when there is none yet); ``engine`` the managed engine process of the
     embedded default (None otherwise); ``cooldown`` its 429/503 state
     (``ratelimit.CoolDown``, None for a backend that never cools down); ``ready`` False
@@ -90,7 +91,7 @@ class Backend(Protocol):
 
     name: str
     model: str
-    kind: str
+    provider: str
     api: str | None
     base_url: str
     engine: Any

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator
 
 import httpx2 as httpx
 
+from ..providers import LOCAL
 from .base import StreamInfo, UpstreamRequest
 from .errors import ENGINE, UNKNOWN, BackendError, clip
 from .openai_compat import OpenAICompatBackend
@@ -143,12 +144,12 @@ class ExternalEngineBackend(OpenAICompatBackend):
     loads_models = True  # llama-server and Ollama load a model on a request (Ollama after keep_alive)
     start_hint = "start it and check the URL."
 
-    def __init__(self, *, name: str, kind: str = "local", base_url: str, model: str,
+    def __init__(self, *, name: str, provider: str = LOCAL.name, base_url: str, model: str,
                  ready_timeout_s: float = 120.0, **kwargs: Any) -> None:
         root = base_url.rstrip("/")
         if root.endswith("/v1"):
             root = root[: -len("/v1")]
-        super().__init__(name=name, kind=kind, base_url=root, model=model, **kwargs)
+        super().__init__(name=name, provider=provider, base_url=root, model=model, **kwargs)
         self.prewarm_path = self.health_path
         self.ready_timeout_s = ready_timeout_s
         self._ready = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .. import providers as P
 from ..config import Settings
 from ..models.select import choose as choose_local_model
 from .local_engine import LocalEngineBackend
@@ -26,16 +27,19 @@ def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | No
 def build_cloud(settings: Settings) -> OpenAICompatBackend:
     """SiliconFlow (``.cn`` host unless ``siliconflow_region = "com"`` or ``base_url`` is
     set; key as a Bearer token) or any OpenAI-compatible server at ``base_url`` (the
-    choice: ``Settings.cloud_provider``). ``headers`` and ``user`` go with every request;
-    proxy variables are honoured with ``trust_env`` (not for a loopback URL)."""
-    provider = settings.cloud_provider
+    choice: ``Settings.cloud_provider``), speaking its provider's wire format
+    (``Provider.api``). ``headers`` and ``user`` go with every request; proxy variables
+    are honoured with ``trust_env`` (not for a loopback URL)."""
+    provider = settings.cloud
     base_url = settings.resolved_base_url
     if provider is None or not base_url:
         raise ValueError("no cloud backend is configured")
-    name = "SiliconFlow" if provider == "siliconflow" else f"OpenAI-compatible server at {base_url}"
+    # A provider with hosts of its own is named; a generic server by its URL.
+    name = provider.label if provider.hosts else f"{provider.label} at {base_url}"
     return OpenAICompatBackend(
         name=name,
-        kind=provider,
+        provider=provider.name,
+        api=provider.api,
         base_url=base_url,
         model=settings.resolved_model,
         api_key=settings.api_key,
@@ -56,37 +60,58 @@ def build_local(settings: Settings) -> Any:
     gets only its own key (``local_api_key``, as a Bearer token) and ``local_headers``,
     never the cloud's ``api_key`` or ``headers``; the managed engine gets neither. Proxy
     variables apply to an external engine only when ``trust_env`` is on and its URL is not
-    loopback."""
-    engine = settings.local_engine
-    if engine == "managed":
-        choice = choose_local_model(settings.local_model, settings.local_model_path)
-        managed = ManagedEngine(
-            str(choice.path) if choice.path else None,
-            n_ctx=settings.local_n_ctx,
-            n_gpu_layers=settings.local_n_gpu_layers,
-            threads=settings.local_threads,
-            secrets=(settings.api_key,),
-        )
-        return LocalEngineBackend(
-            managed,
-            cold_start_timeout_ms=settings.cold_start_timeout_ms,
-            read_timeout_ms=settings.request_timeout_ms,
-            choice=choice,
-        )
+    loopback. Each ``local_engine`` has its builder (``_LOCAL_BUILDERS``)."""
+    return _LOCAL_BUILDERS[settings.engine](settings)
+
+
+def _managed(settings: Settings) -> LocalEngineBackend:
+    choice = choose_local_model(settings.local_model, settings.local_model_path)
+    managed = ManagedEngine(
+        str(choice.path) if choice.path else None,
+        n_ctx=settings.local_n_ctx,
+        n_gpu_layers=settings.local_n_gpu_layers,
+        threads=settings.local_threads,
+        secrets=(settings.api_key,),
+    )
+    return LocalEngineBackend(
+        managed,
+        cold_start_timeout_ms=settings.cold_start_timeout_ms,
+        read_timeout_ms=settings.request_timeout_ms,
+        choice=choice,
+    )
+
+
+def _external(settings: Settings, **extra: Any) -> dict[str, Any]:
+    """The arguments every external engine's backend takes."""
     url = settings.local_url
     assert url, "validated in config.build"
-    model = settings.local_model or "default"
-    common = dict(kind="local", base_url=url, model=model,
-                  connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms,
-                  api_key=settings.local_api_key, headers=dict(settings.local_headers), user=settings.user,
-                  trust_env=settings.trust_env)
-    ready_s = settings.cold_start_timeout_ms / 1000
-    if engine == "llama-server":
-        from .llama_server import LlamaServerBackend
+    return dict(name=f"{settings.engine.label} at {url}", provider=P.LOCAL.name, base_url=url,
+                model=settings.local_model or "default",
+                connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms,
+                api_key=settings.local_api_key, headers=dict(settings.local_headers), user=settings.user,
+                trust_env=settings.trust_env, **extra)
 
-        return LlamaServerBackend(name=f"llama-server at {url}", ready_timeout_s=ready_s, **common)
-    if engine == "ollama":
-        from .ollama import OllamaBackend
 
-        return OllamaBackend(name=f"Ollama at {url}", ready_timeout_s=ready_s, **common)
-    return OpenAICompatBackend(name=f"local OpenAI-compatible engine at {url}", **common)
+def _llama_server(settings: Settings) -> Any:
+    from .llama_server import LlamaServerBackend
+
+    return LlamaServerBackend(**_external(settings, ready_timeout_s=settings.cold_start_timeout_ms / 1000))
+
+
+def _ollama(settings: Settings) -> Any:
+    from .ollama import OllamaBackend
+
+    return OllamaBackend(**_external(settings, ready_timeout_s=settings.cold_start_timeout_ms / 1000))
+
+
+def _openai_engine(settings: Settings) -> OpenAICompatBackend:
+    return OpenAICompatBackend(**_external(settings))
+
+
+#: ``local_engine`` -> the builder of its backend.
+_LOCAL_BUILDERS: dict[P.LocalEngine, Callable[[Settings], Any]] = {
+    P.MANAGED: _managed,
+    P.LLAMA_SERVER: _llama_server,
+    P.OLLAMA: _ollama,
+    P.OPENAI_ENGINE: _openai_engine,
+}

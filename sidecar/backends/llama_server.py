@@ -24,6 +24,7 @@ from typing import Any, AsyncIterator
 
 import httpx2 as httpx
 
+from ..providers import LLAMA_SERVER
 from .base import StreamInfo, UpstreamRequest, parse_json_object
 from .errors import BAD_REQUEST, ENGINE, FIM_UNSUPPORTED, OVERLOADED, UNKNOWN, BackendError
 from .external import ExternalEngineBackend, iter_lines, message_of
@@ -41,10 +42,11 @@ class LlamaServerBackend(ExternalEngineBackend):
 
     api = "llama-server"
     health_path = "health"
-    engine_label = "llama-server"
+    engine_label = LLAMA_SERVER.label
     start_hint = "start it with `llama-server -m MODEL.gguf --port PORT` and check the URL."
 
-    def __init__(self, *, name: str = "llama-server", base_url: str, model: str = "llama-server", **kwargs: Any) -> None:
+    def __init__(self, *, name: str = LLAMA_SERVER.label, base_url: str, model: str = LLAMA_SERVER.name,
+                 **kwargs: Any) -> None:
         super().__init__(name=name, base_url=base_url, model=model, **kwargs)
 
 

@@ -16,6 +16,7 @@ import logging
 import time
 
 from ..models.select import LocalModelChoice
+from ..providers import LOCAL, MANAGED
 from .base import BackendBase, StreamInfo, UpstreamRequest
 from .engine_setup import SHIPPED_MODEL_NAME, shipped_model_path
 from .engine_start import EngineStartError, describe_exit, warmup_prompt
@@ -59,7 +60,7 @@ class LocalEngineBackend(BackendBase):
       model load.
     """
 
-    kind = "local"
+    provider = LOCAL.name
     api = "llama-cpp-python"
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
     loads_models = True  # the process starts (and loads the model) on the first request
@@ -68,7 +69,7 @@ class LocalEngineBackend(BackendBase):
                  choice: LocalModelChoice | None = None) -> None:
         super().__init__()
         self.engine = engine
-        self.name = "local engine (llama-cpp-python)"
+        self.name = MANAGED.label
         # The model name is the GGUF's file stem: the prompt builder picks the FIM
         # template by it (``qwen2.5-coder-0.5b-instruct`` -> Qwen's FIM tokens).
         self.model = (engine.model_path.stem if engine.model_path else SHIPPED_MODEL_NAME)
@@ -124,7 +125,7 @@ class LocalEngineBackend(BackendBase):
         self._start_crashes = 0
         if self._client is None:
             self._client = OpenAICompatBackend(
-                name=self.name, kind="local", base_url=self.engine.base_url, model=self.model,
+                name=self.name, provider=self.provider, base_url=self.engine.base_url, model=self.model,
                 read_timeout_ms=self._read_timeout_ms,
             )
         else:

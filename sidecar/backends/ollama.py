@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator
 
 import httpx2 as httpx
 
+from ..providers import OLLAMA
 from .base import StreamInfo, UpstreamRequest, parse_json_object
 from .errors import BAD_REQUEST, CONNECTION, ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, UNKNOWN, BackendError, classify
 from .external import ExternalEngineBackend, iter_lines, message_of
@@ -48,10 +49,10 @@ class OllamaBackend(ExternalEngineBackend):
 
     api = "ollama"
     health_path = "api/version"
-    engine_label = "Ollama"
+    engine_label = OLLAMA.label
     start_hint = "start it with `ollama serve` and check the URL."
 
-    def __init__(self, *, name: str = "Ollama", base_url: str, model: str, preload: bool = True,
+    def __init__(self, *, name: str = OLLAMA.label, base_url: str, model: str, preload: bool = True,
                  keep_alive: str = DEFAULT_KEEP_ALIVE, **kwargs: Any) -> None:
         super().__init__(name=name, base_url=base_url, model=model, **kwargs)
         self.preload = preload

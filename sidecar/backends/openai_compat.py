@@ -56,13 +56,18 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
     goes through a proxy. Timeouts are in milliseconds. One ``httpx.AsyncClient`` (and so
     one connection pool) lives as long as this object; ``cooldown`` is its
     :class:`~.ratelimit.CoolDown` (429/503 handling, used by the completion service).
+    ``provider`` says who serves (``sidecar/providers.py``); ``api``, the wire format,
+    is the class's unless given (a provider's own dialect: ``Provider.api``).
     """
+
+    #: The wire format (a dialect of ``completion/dialects.py``); engine subclasses set theirs.
+    api = "openai"
 
     def __init__(
         self,
         *,
         name: str,
-        kind: str,
+        provider: str,
         base_url: str,
         model: str,
         api_key: str | None = None,
@@ -72,12 +77,13 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
         headers: Mapping[str, str] | None = None,
         user: str | None = None,
         trust_env: bool = False,
+        api: str | None = None,
     ) -> None:
         super().__init__()
         self.name = name
-        self.kind = kind
-        # The request shape: subclasses for other engine APIs set ``api`` on the class.
-        self.api = getattr(type(self), "api", None) or ("siliconflow" if kind == "siliconflow" else "openai")
+        self.provider = provider
+        if api is not None:
+            self.api = api
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.user = user or None

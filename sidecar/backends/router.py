@@ -56,16 +56,16 @@ class RouterBackend(BackendBase):
         return f"auto: {self.current.name}"
 
     @property
-    def kind(self) -> str:
-        return self.current.kind
+    def provider(self) -> str:
+        return self.current.provider
 
     @property
     def model(self) -> str:
         return self.current.model
 
     @property
-    def api(self) -> str:
-        return self.current.api or self.current.kind
+    def api(self) -> str | None:
+        return self.current.api
 
     @property
     def engine(self) -> Any:

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Any, Callable
 
 from ..backends.engine_start import warmup_prompt
+from ..providers import is_local
 from . import crossfile, load, tokens, window
 from .prompt_cost import prompt_text
 from .context import CompletionContext, NotCompletable, build_context
@@ -45,7 +46,7 @@ class ContextBudget:
 
     @staticmethod
     def _key(target: Any) -> str:
-        return f"{target.kind}:{target.name}:{target.model}"
+        return f"{target.provider}:{target.name}:{target.model}"
 
     def busy(self) -> bool:
         """The backend the next stream goes to answers markedly slower than its idle
@@ -77,7 +78,7 @@ class ContextBudget:
         b = self._target()
         budget = self._windows.setdefault(self._key(b), window.WindowBudget())
         engine = b.engine
-        target = window.target_ms(s.target_ttft_ms, b.kind == "local")
+        target = window.target_ms(s.target_ttft_ms, is_local(b.provider))
         if engine is not None and target > 0 and budget.prior_ms_per_token is None:
             if getattr(engine, "warmup_ms", None):
                 # The managed engine's warm-up prompt measured this machine and model once
@@ -123,7 +124,7 @@ class ContextBudget:
         cf = self.crossfile
         if cf is None:
             return ctx
-        limit = crossfile.budget(self._settings().crossfile_tokens, self._target().kind == "local")
+        limit = crossfile.budget(self._settings().crossfile_tokens, is_local(self._target().provider))
         if self.busy():
             return ctx  # a busy shared engine gets no other files' snippets (load.py)
         snippets = cf.select(uri, cursor_line, ctx.prefix, ctx.suffix, limit)

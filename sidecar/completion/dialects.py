@@ -1,8 +1,10 @@
 """Each backend wire format (a backend's ``api``) as one object: which prompt strategies
 it takes and in what order, whether the request carries every stop sequence and asks
 for the KV cache to be kept, how token healing works there, and which body builder
-speaks it. Nothing else compares engine or provider names: code asks
-:func:`dialect_for` (``api`` is ``Backend.api``) and reads the answer.
+speaks it. Nothing else compares wire-format names: code asks :func:`dialect_for`
+(``api`` is ``Backend.api``) and reads the answer. Who serves (the *provider*) and the
+local engines are named in ``sidecar/providers.py``; a provider's backend speaks its
+``Provider.api``.
 
 Strategies (``prompts/build.py`` builds them): ``suffix`` (``prompt`` + ``suffix``: native FIM),
 ``template`` (the family's FIM tokens, ``families.py``), ``chat``, ``prefix`` (the prefix
@@ -21,6 +23,8 @@ from .families import template_for
 #: changes; an unlisted model that rejects ``suffix`` falls back at run time).
 SILICONFLOW_NATIVE_FIM = re.compile(r"qwen2\.5-coder|deepseek-v3|deepseek-v2\.5|deepseek-coder", re.I)
 MAX_STOP_SEQUENCES = 4  # SiliconFlow's limit for ``stop``
+#: The dialect of a wire format sidecar does not know: plain OpenAI-compatible.
+GENERIC_API = "openai"
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,9 @@ class Dialect:
 
     ``order(model, setting)``: the strategies to try, best first. ``honours_setting``:
     a ``fim`` setting other than ``auto`` is used as given (else the engine decides the
-    format itself). ``shape``: the body builder (``openai``: ``/v1/completions`` or
-    ``/v1/chat/completions``; ``infill``; ``ollama``: ``/api/generate``).
+    format itself). The body: ``/v1/completions`` or ``/v1/chat/completions``, except
+    ``infill`` (llama-server's ``/infill`` for the ``infill`` strategy) and ``generate``
+    (Ollama's ``/api/generate`` for every strategy).
     ``llama_cpp``: a llama.cpp engine: every stop sequence is sent, ``cache_prompt``
     asks it to keep the KV cache, and token healing is *constrained* by a GBNF grammar
     (else *filtered*: ``healing/plan.py``). ``grammar_phases``: the grammar is dropped
@@ -43,7 +48,8 @@ class Dialect:
     name: str
     order: Callable[[str, str], list[str]]
     honours_setting: bool = True
-    shape: str = "openai"
+    infill: bool = False
+    generate: bool = False
     llama_cpp: bool = False
     grammar_phases: bool = False
     max_stops: int | None = None
@@ -86,12 +92,12 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
             native_fim=SILICONFLOW_NATIVE_FIM),
     Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES),
     Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True),
-    Dialect("llama-server", _infill, honours_setting=False, shape="infill", llama_cpp=True),
-    Dialect("ollama", _ollama, honours_setting=False, shape="ollama", max_stops=MAX_STOP_SEQUENCES),
+    Dialect("llama-server", _infill, honours_setting=False, infill=True, llama_cpp=True),
+    Dialect("ollama", _ollama, honours_setting=False, generate=True, max_stops=MAX_STOP_SEQUENCES),
 )}
 
 
 def dialect_for(api: str) -> Dialect:
     """The dialect of wire format ``api`` (``Backend.api``); an unknown one speaks the
     plain OpenAI-compatible dialect."""
-    return DIALECTS.get(api, DIALECTS["openai"])
+    return DIALECTS.get(api, DIALECTS[GENERIC_API])

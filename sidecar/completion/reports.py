@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from ..backends.errors import BackendError
+from ..providers import is_local
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class Reports:
             cause = (f"the connection is slow (response headers took {headers_ms:.0f} ms): check the network, "
                      f"a proxy, or the region (SiliconFlow .cn vs .com)")
         else:
-            fix = ("a smaller model, or a GPU (local_n_gpu_layers)" if target.kind == "local"
+            fix = ("a smaller model, or a GPU (local_n_gpu_layers)" if is_local(target.provider)
                    else "a smaller model or local mode")
             cause = f"{target.name} is slow to start generating ({target.model}); try {fix}"
         self.metrics.count("latency_warnings")

@@ -21,6 +21,7 @@ from ..backends.factory import build_backend
 from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
 from ..config import Settings, backend_changed
 from ..metrics import Metrics
+from ..providers import is_local
 from . import crossfile, tokens
 from .cache import CacheKey, CompletionCache
 from .context import CompletionContext
@@ -99,9 +100,9 @@ class CompletionService:
         b = self._target()
         return {
             "mode": self.settings.resolved_mode,
-            "side": "local" if b.kind == "local" else "cloud",
+            "side": "local" if is_local(b.provider) else "cloud",
             "backend": b.name,
-            "provider": b.kind,
+            "provider": b.provider,
             "model": b.model,
             "health": health,
             "recentTtftMs": ttft[-1] if ttft else None,
@@ -189,7 +190,7 @@ class CompletionService:
         return await self.streams.run(ctx, filt, on_delta)
 
     def local_backend(self) -> bool:  # Upstream.local_backend
-        return self._target().kind == "local"
+        return is_local(self._target().provider)
 
     async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
         """``Upstream.pump``: ``complete``, ``partial`` (cut, deadline) or ``error``."""
@@ -246,7 +247,7 @@ class CompletionService:
     def cache_key(self, ctx: CompletionContext) -> CacheKey:
         """The cache key of a context on the backend and model the next stream would use."""
         b = self._target()
-        return CacheKey(backend=f"{b.kind}:{b.base_url}", model=b.model,
+        return CacheKey(backend=f"{b.provider}:{b.base_url}", model=b.model,
                         language=ctx.language, prefix=ctx.prefix, suffix=ctx.suffix,
                         extra=crossfile.digest(ctx.snippets, ctx.repo, ctx.path))
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from ..backends.base import StreamInfo
 from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
+from ..providers import is_local
 from . import healing, tokens
 from .context import CompletionContext
 from .postprocess import StreamFilter
@@ -55,7 +56,7 @@ def warm_key_of(target: Any) -> str:
     engine = target.engine
     if engine is not None:
         return f"managed:{engine.pid}"
-    return f"{target.kind}:{target.base_url}"
+    return f"{target.provider}:{target.base_url}"
 
 
 @dataclass
@@ -99,7 +100,7 @@ class StreamRunner:
         # filter gets it back before the first delta (prompts/eol.py).
         lift = line_break_lift(ctx, strategy) if not plan.heal else ""
         req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
-                            provider=target.api, model=model,
+                            api=target.api, model=model,
                             max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
         return plan, lift, req
 
@@ -149,7 +150,7 @@ class StreamRunner:
         deadline_ms = s.request_timeout_ms
         if loading:
             deadline_ms = max(deadline_ms, s.cold_start_timeout_ms)
-        elif target.kind == "local":
+        elif is_local(target.provider):
             # A local engine that has sent nothing yet is evaluating the prompt (a long
             # one takes seconds on a CPU): cutting it at the request's deadline would throw
             # that work away, so it may run on in the background (scheduler._at_deadline).

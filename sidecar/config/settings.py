@@ -195,13 +195,13 @@ class Settings:
     def cloud_provider(self) -> str | None:
         """The cloud side: ``siliconflow`` or ``openai``, or None when nothing is configured.
 
-        ``provider = "siliconflow"`` or ``"openai"`` is taken as set, whatever the URL.
+        A ``provider`` of ``siliconflow`` or ``openai`` is taken as set, whatever the URL.
         With ``provider = "auto"``: a ``base_url`` on a SiliconFlow host
         (``siliconflow.cn``, ``siliconflow.com`` or a subdomain: ``Provider.owns_url``) is
         ``siliconflow``; any other ``base_url`` is ``openai``, whichever variable the key
         came from (``SILICONFLOW_API_KEY`` included): SiliconFlow's request shape (native
         FIM ``suffix``, its default model) is never sent to a host that is not SiliconFlow
-        unless ``provider = "siliconflow"`` (``SIDECAR_PROVIDER=siliconflow``) says so.
+        unless ``provider`` says so (``SIDECAR_PROVIDER=siliconflow``).
         Without a ``base_url`` a key (``SIDECAR_API_KEY``, ``SILICONFLOW_API_KEY``, the
         config file, the editor) means SiliconFlow's own host, except a key from
         ``OPENAI_API_KEY``, which alone configures nothing (it is never sent to SiliconFlow).

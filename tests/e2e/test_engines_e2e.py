@@ -60,7 +60,7 @@ def free_port() -> int:
 
 
 async def test_llama_server_infill_stream(sim, llama):
-    assert llama.api == "llama-server" and llama.kind == "local"
+    assert llama.api == "llama-server" and llama.provider == "local"
     sim.script(["return a + b\n\nprint('extra')", "return a + b\n"])
     ctx = ctx_at()
     req = infill_request(ctx, max_tokens=32, temperature=0.1, extra=[{"filename": "u.py", "text": "X = 1\n"}])
@@ -160,7 +160,7 @@ async def test_llama_server_model_without_fim(sim, llama):
 
 
 async def test_ollama_generate_stream(sim, ollama):
-    assert ollama.api == "ollama" and ollama.kind == "local"
+    assert ollama.api == "ollama" and ollama.provider == "local"
     out = "s = 'a\u2028b'  # é\n    t = 1"  # U+2028 must not split a line
     sim.script([out + "\n\nmore"])
     ctx = ctx_at()

@@ -35,8 +35,8 @@ async def test_breaker_opens_to_cloud_and_closes_back_to_local():
     async with SimulatedBackend(latency=lat) as local_sim, SimulatedBackend(latency=lat) as cloud_sim:
         local_sim.set_responder(lambda b: "local")
         cloud_sim.set_responder(lambda b: "cloud")
-        local = OpenAICompatBackend(name="local", kind="local", base_url=local_sim.base_url, model="m")
-        cloud = OpenAICompatBackend(name="cloud", kind="openai", base_url=cloud_sim.base_url, model="m")
+        local = OpenAICompatBackend(name="local", provider="local", base_url=local_sim.base_url, model="m")
+        cloud = OpenAICompatBackend(name="cloud", provider="openai", base_url=cloud_sim.base_url, model="m")
         switches: list[str] = []
         router = RouterBackend(local, cloud, lambda side, why: switches.append(side), cooldown_s=0.3)
         await router.prewarm()

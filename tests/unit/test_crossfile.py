@@ -253,19 +253,19 @@ COMMENTS = (
 
 def test_prefix_strategy_gets_a_comment_block_before_the_prefix():
     ctx = ctx_with()
-    req = build_request(ctx, "prefix", provider="llama-cpp-python", model="smollm2", max_tokens=16, temperature=0)
+    req = build_request(ctx, "prefix", api="llama-cpp-python", model="smollm2", max_tokens=16, temperature=0)
     assert req.body["prompt"] == COMMENTS + ctx.prefix
 
 
 def test_suffix_strategy_gets_the_comment_block_in_the_prompt():
     ctx = ctx_with()
-    req = build_request(ctx, "suffix", provider="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct", max_tokens=16, temperature=0)
+    req = build_request(ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct", max_tokens=16, temperature=0)
     assert req.body["prompt"] == COMMENTS + ctx.prefix and req.body["suffix"] == ctx.suffix
 
 
 def test_qwen_template_gets_the_repository_format():
     ctx = ctx_with()
-    req = build_request(ctx, "template", provider="openai", model="qwen2.5-coder-1.5b", max_tokens=16, temperature=0)
+    req = build_request(ctx, "template", api="openai", model="qwen2.5-coder-1.5b", max_tokens=16, temperature=0)
     assert req.body["prompt"] == (
         "<|repo_name|>proj\n"
         "<|file_sep|>geometry.py\ndef compute_area(w, h):\n    return w * h\n...\nclass Shape:\n    sides = 4\n"
@@ -277,14 +277,14 @@ def test_qwen_template_gets_the_repository_format():
 
 def test_other_templates_get_comments_inside_the_fim_prefix():
     ctx = ctx_with(language="javascript")
-    req = build_request(ctx, "template", provider="openai", model="starcoder2-3b", max_tokens=16, temperature=0)
+    req = build_request(ctx, "template", api="openai", model="starcoder2-3b", max_tokens=16, temperature=0)
     assert req.body["prompt"].startswith("<fim_prefix>// Path: geometry.py\n// def compute_area(w, h):\n")
     assert req.body["prompt"].endswith(f"// Path: src/app.py\n{ctx.prefix}<fim_suffix>{ctx.suffix}<fim_middle>")
 
 
 def test_chat_gets_an_other_files_section():
     ctx = ctx_with()
-    req = build_request(ctx, "chat", provider="siliconflow", model="deepseek-ai/DeepSeek-V3", max_tokens=16, temperature=0)
+    req = build_request(ctx, "chat", api="siliconflow", model="deepseek-ai/DeepSeek-V3", max_tokens=16, temperature=0)
     user = req.body["messages"][1]["content"]
     assert user.startswith("Other files:\n\ngeometry.py:\ndef compute_area(w, h):\n")
     assert "util.ts:\nexport const MAX_USERS = 100;\n\nLanguage: python\n\n" in user
@@ -293,7 +293,7 @@ def test_chat_gets_an_other_files_section():
 
 def test_infill_gets_input_extra():
     ctx = ctx_with()
-    req = build_request(ctx, "infill", provider="llama-server", model="m", max_tokens=16, temperature=0)
+    req = build_request(ctx, "infill", api="llama-server", model="m", max_tokens=16, temperature=0)
     assert req.body["input_extra"] == [
         {"filename": "geometry.py", "text": "def compute_area(w, h):\n    return w * h\n...\nclass Shape:\n    sides = 4\n"},
         {"filename": "util.ts", "text": "export const MAX_USERS = 100;\n"},
@@ -303,7 +303,7 @@ def test_infill_gets_input_extra():
 
 def test_ollama_prompt_gets_the_comment_block():
     ctx = ctx_with()
-    req = build_request(ctx, "suffix", provider="ollama", model="qwen2.5-coder:1.5b", max_tokens=16, temperature=0)
+    req = build_request(ctx, "suffix", api="ollama", model="qwen2.5-coder:1.5b", max_tokens=16, temperature=0)
     assert req.body["prompt"] == COMMENTS + ctx.prefix
 
 
@@ -315,9 +315,9 @@ def test_comment_syntax_follows_the_language(language, first):
 
 def test_no_snippets_change_nothing():
     ctx = ctx_with(snippets=())
-    for strategy, provider, model in (("prefix", "llama-cpp-python", "smollm2"), ("template", "openai", "qwen2.5-coder"),
+    for strategy, api, model in (("prefix", "llama-cpp-python", "smollm2"), ("template", "openai", "qwen2.5-coder"),
                                       ("suffix", "siliconflow", "Qwen/Qwen2.5-Coder-7B-Instruct")):
-        req = build_request(ctx, strategy, provider=provider, model=model, max_tokens=16, temperature=0)
+        req = build_request(ctx, strategy, api=api, model=model, max_tokens=16, temperature=0)
         assert req.body["prompt"].startswith(ctx.prefix) or req.body["prompt"].startswith("<|fim_prefix|>" + ctx.prefix)
 
 

@@ -160,8 +160,8 @@ def test_build_request_uses_the_healed_prefix(api, strategy, model, field):
     ctx = ctx_of(text, text.index("jo\n") + 2)
     plan = plan_for(ctx, api=api, strategy=strategy)
     assert plan.heal == "jo"
-    plain = build_request(ctx, strategy, provider=api, model=model, max_tokens=32, temperature=0.0)
-    healed = build_request(ctx, strategy, provider=api, model=model, max_tokens=32, temperature=0.0, heal=plan)
+    plain = build_request(ctx, strategy, api=api, model=model, max_tokens=32, temperature=0.0)
+    healed = build_request(ctx, strategy, api=api, model=model, max_tokens=32, temperature=0.0, heal=plan)
     assert healed.strategy == plain.strategy and healed.endpoint == plain.endpoint
     assert plain.body[field].endswith("os.path.jo") or "os.path.jo<" in plain.body[field]
     assert "os.path.jo" not in healed.body[field] and "os.path." in healed.body[field]
@@ -180,8 +180,8 @@ def test_build_request_uses_the_healed_prefix(api, strategy, model, field):
 
 def test_no_heal_plan_leaves_the_request_alone():
     ctx = ctx_of("x = fo")
-    a = build_request(ctx, "prefix", provider="llama-cpp-python", model="m", max_tokens=8, temperature=0.0)
-    b = build_request(ctx, "prefix", provider="llama-cpp-python", model="m", max_tokens=8, temperature=0.0,
+    a = build_request(ctx, "prefix", api="llama-cpp-python", model="m", max_tokens=8, temperature=0.0)
+    b = build_request(ctx, "prefix", api="llama-cpp-python", model="m", max_tokens=8, temperature=0.0,
                       heal=NO_HEALING)
     assert a == b
 

@@ -120,3 +120,26 @@ async def test_loopback_engines_never_trust_proxy_variables():
         await local.aclose()
         await loop.aclose()
         await off.aclose()
+
+
+def test_provider_and_engine_names_are_compared_nowhere_but_their_tables():
+    """Names of providers, local engines and wire formats are spelled in
+    sidecar/providers.py and completion/dialects.py; code elsewhere reads those tables."""
+    import re
+    from pathlib import Path
+
+    from sidecar import providers
+    from sidecar.backends.factory import _LOCAL_BUILDERS
+    from sidecar.completion.dialects import DIALECTS
+
+    assert set(_LOCAL_BUILDERS) == set(providers.LOCAL_ENGINES.values())
+    assert all(p.api in DIALECTS for p in providers.PROVIDERS.values() if p.api)
+    names = {*providers.PROVIDERS, *providers.LOCAL_ENGINES, *DIALECTS} - {"local"}
+    quoted = "|".join(re.escape(n) for n in names)
+    compare = re.compile(rf"""(?:[=!]=|\bin)\s*\(?[^\n#]*?["']({quoted})["']|["']({quoted})["']\s*(?:[=!]=|\bin\b)""")
+    root = Path(__file__).resolve().parents[2] / "sidecar"
+    found = [f"{p.relative_to(root)}:{i}: {line.strip()}"
+             for p in root.rglob("*.py") if p.name not in ("providers.py", "dialects.py")
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if compare.search(line) and not line.lstrip().startswith(("#", "``", '"', "'"))]
+    assert not found, found

@@ -31,7 +31,7 @@ class FakeBackend:
     (the last one repeats)."""
 
     api = "siliconflow"
-    kind = "siliconflow"
+    provider = "siliconflow"
     name = "fake cloud"
     model = "Qwen/Qwen2.5-Coder-7B-Instruct"
     engine = None

@@ -110,9 +110,9 @@ def test_strategy_choice():
 
 def test_templates_exact_strings_and_stop_limit():
     ctx = ctx_of("P", "S")
-    ds = build_request(ctx, "template", provider="openai", model="deepseek-coder-6.7b", max_tokens=8, temperature=0)
+    ds = build_request(ctx, "template", api="openai", model="deepseek-coder-6.7b", max_tokens=8, temperature=0)
     assert ds.body["prompt"] == "<｜fim▁begin｜>P<｜fim▁hole｜>S<｜fim▁end｜>"
-    cs = build_request(ctx, "template", provider="openai", model="codestral-22b", max_tokens=8, temperature=0)
+    cs = build_request(ctx, "template", api="openai", model="codestral-22b", max_tokens=8, temperature=0)
     assert cs.body["prompt"] == "[SUFFIX]S[PREFIX]P"
     assert len(stop_sequences(ctx, ("a", "b", "c", "d", "e"))) == 4
 

@@ -29,12 +29,12 @@ __all__ = ["MAX_STOP_SEQUENCES", "SILICONFLOW_NATIVE_FIM", "TEMPLATES", "FimTemp
 
 
 
-def choose_strategy(provider: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
+def choose_strategy(api: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
     """Pick ``suffix`` | ``template`` | ``chat`` | ``prefix`` | ``infill`` for a backend
-    speaking wire format ``provider`` (``Backend.api``) and ``model``: that dialect's
+    speaking wire format ``api`` (``Backend.api``) and ``model``: that dialect's
     choice (``dialects.py``). ``setting`` is the user's ``fim`` setting (``auto`` lets
     the dialect decide); ``rejected`` holds strategies this model already refused."""
-    return dialect_for(provider).strategy(model, setting, rejected)
+    return dialect_for(api).strategy(model, setting, rejected)
 
 
 def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = (),
@@ -68,16 +68,16 @@ _CHAT_SYSTEM = (
 )
 
 
-def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model: str,
+def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str,
                   max_tokens: int, temperature: float, heal: HealingPlan | None = None) -> UpstreamRequest:
-    """The request body for ``strategy`` (see module doc) in the shape of ``provider``'s
-    API. ``max_tokens`` counts model tokens.
+    """The request body for ``strategy`` (see module doc) in wire format ``api``
+    (``Backend.api``, a dialect of ``dialects.py``). ``max_tokens`` counts model tokens.
 
     With a ``heal`` plan (:mod:`.healing`) the prompt is built from the prefix without
     the heal, ``max_tokens`` grows by the heal's estimated tokens, and a constrained plan
     adds its GBNF ``grammar`` to the body (llama-cpp-python, llama-server)."""
     if heal is not None and heal.heal:
-        req = build_request(heal.healed_context(ctx), strategy, provider=provider, model=model,
+        req = build_request(heal.healed_context(ctx), strategy, api=api, model=model,
                             max_tokens=max_tokens + heal.extra_tokens, temperature=temperature)
         grammar = heal.grammar()
         if grammar is not None:
@@ -87,12 +87,12 @@ def build_request(ctx: CompletionContext, strategy: str, *, provider: str, model
     # the prefix, unless the format has its own place for them (Qwen's repository format,
     # /infill, chat).
     lead = snippets.comment_block(ctx.snippets, ctx.language, ctx.path)
-    dialect = dialect_for(provider)
-    if dialect.shape == "infill" and strategy == "infill":
+    dialect = dialect_for(api)
+    if dialect.infill and strategy == "infill":
         from .infill import infill_request
 
         return infill_request(ctx, max_tokens=max_tokens, temperature=temperature)
-    if dialect.shape == "ollama":
+    if dialect.generate:
         from .ollama import generate_request
 
         octx = dataclasses.replace(ctx, prefix=lead + ctx.prefix) if lead else ctx

@@ -64,7 +64,8 @@ class CloudChecks:
 
         s = self.settings
         assert s is not None
-        name = "SiliconFlow" if s.cloud_provider == "siliconflow" else f"the server at {s.resolved_base_url}"
+        cloud = s.cloud
+        name = cloud.label if cloud is not None and cloud.hosts else f"the server at {s.resolved_base_url}"
         model = s.resolved_model
         key_word = "key accepted" if s.api_key else "no key needed"
         if resp.status_code >= 400:

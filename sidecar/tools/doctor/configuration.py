@@ -4,8 +4,8 @@ URL, model, whether an API key is set (present/absent: the key itself is never p
 the local engine, the cache path and the config file.
 
 FAIL: the configuration did not load (the error names the setting), a cloud provider
-without a base URL, or SiliconFlow without an API key. It never WARNs. See
-docs/architecture.md (``config.py``, ``tools/``).
+without a base URL, or a provider that needs an API key (SiliconFlow) without one. It
+never WARNs. See docs/architecture.md (``config/``, ``tools/``).
 """
 
 from __future__ import annotations
@@ -46,12 +46,15 @@ class ConfigCheck:
             cloud = "no cloud backend"
         value = (f"mode {s.resolved_mode}, {cloud}, API key {data['api_key']}, local engine {s.local_engine}, "
                  f"cache {data['cache_path'] or 'off'}; config file {file_note}")
-        if s.cloud_provider and not s.resolved_base_url:
+        cloud = s.cloud
+        if cloud is not None and not s.resolved_base_url:
             self.add("config", "configuration", FAIL, value,
-                     "provider 'openai' needs a base URL: set SIDECAR_BASE_URL (or base_url in the config file).", data)
+                     f"provider '{cloud.name}' needs a base URL: set SIDECAR_BASE_URL (or base_url in the config file).",
+                     data)
             return
-        if s.cloud_provider == "siliconflow" and not s.api_key:
+        if cloud is not None and cloud.needs_key and not s.api_key:
+            key_var = cloud.key_env or "SIDECAR_API_KEY"
             self.add("config", "configuration", FAIL, value,
-                     "SiliconFlow needs an API key: set SILICONFLOW_API_KEY (or api_key in the config file).", data)
+                     f"{cloud.label} needs an API key: set {key_var} (or api_key in the config file).", data)
             return
         self.add("config", "configuration", OK, value, "", data)

@@ -46,7 +46,7 @@ class EngineRunCheck:
         if self.start_engine is False:
             self.add("engine", "engine run", SKIP, "not run (--no-engine)", "", {"engine": s.local_engine})
             return
-        if s.local_engine != "managed":
+        if not s.engine.managed:
             if self._uses_local() or self.start_engine:
                 await self._external_engine_run()
             else:
@@ -55,7 +55,7 @@ class EngineRunCheck:
             return
         if not self.engine_setup_ok:
             self.add("engine", "engine run", SKIP, "not run: the local engine is not set up (see local engine)", "",
-                     {"engine": "managed"})
+                     {"engine": s.local_engine})
             return
         await self._managed_engine_run()
 
@@ -80,7 +80,7 @@ class EngineRunCheck:
                                n_gpu_layers=s.local_n_gpu_layers,
                                threads=s.local_threads, secrets=(s.api_key,))
         budget = self.engine_timeout_s
-        data: dict[str, Any] = {"engine": "managed", "log_path": str(engine.log_path), "used": self._uses_local(),
+        data: dict[str, Any] = {"engine": s.local_engine, "log_path": str(engine.log_path), "used": self._uses_local(),
                                 "check_prompt": f"warmup_prompt({ENGINE_CHECK_FUNCTIONS})",
                                 "max_tokens": ENGINE_CHECK_MAX_TOKENS, "timeout_s": budget}
         data["model"] = choice.name
@@ -221,7 +221,7 @@ class EngineRunCheck:
             await asyncio.wait_for(backend.ensure_ready(), ready_timeout)
             data["ready_s"] = round(time.perf_counter() - t0, 2)
             strategy = choose_strategy(backend.api, backend.model, s.fim)
-            req = build_request(self._context(), strategy, provider=backend.api, model=backend.model,
+            req = build_request(self._context(), strategy, api=backend.api, model=backend.model,
                                 max_tokens=8, temperature=0.0)
             info, text = await self._first_token(backend, req)
         except E.BackendError as err:

@@ -30,9 +30,9 @@ class FimCheck:
 
         s = self.settings
         assert s is not None
-        provider, model = backend.api, backend.model
-        native = dialect_for(provider).native_fim  # the API's list of native-FIM models, if it has one
-        strategy = choose_strategy(provider, model, s.fim)
+        api, model = backend.api, backend.model
+        native = dialect_for(api).native_fim  # the API's list of native-FIM models, if it has one
+        strategy = choose_strategy(api, model, s.fim)
         self.strategy = strategy
         data: dict[str, Any] = {"strategy": strategy, "fim_setting": s.fim}
         if not (native is not None and strategy == "suffix"):
@@ -49,7 +49,7 @@ class FimCheck:
                 note = " (not on SiliconFlow's FIM list)"
             self.add("fim", "FIM", OK, f"strategy {strategy}: {how}{note}", "", data)
             return
-        fallback = choose_strategy(provider, model, s.fim, frozenset({"suffix"}))
+        fallback = choose_strategy(api, model, s.fim, frozenset({"suffix"}))
         data["fallback"] = fallback
         req = UpstreamRequest("completions", {"prompt": _PREFIX, "suffix": _SUFFIX, "max_tokens": 1,
                                               "temperature": 0.0}, "suffix")

@@ -36,7 +36,7 @@ class LocalEngineChecks:
         needed = self._uses_local()
         bad = FAIL if needed else INFO
         data: dict[str, Any] = {"engine": s.local_engine, "used": needed}
-        if s.local_engine != "managed":
+        if not s.engine.managed:
             self.add("local_engine", "local engine", OK if s.local_url else bad,
                      f"external {s.local_engine} at {s.local_url or '(no local_url)'}"
                      + ("" if needed or self.start_engine else "; run doctor --engine to test it"), "", data)
@@ -137,7 +137,7 @@ class LocalEngineChecks:
         data = {"gpus": gpus, "local_n_gpu_layers": s.local_n_gpu_layers}
         value = "; ".join(gpus)
         offload = self.offload
-        managed_local = self._uses_local() and s.local_engine == "managed"
+        managed_local = self._uses_local() and s.engine.managed
         if offload is False:
             fix = ("A GPU is visible but llama-cpp-python is a CPU-only build: reinstall it with "
                    "CMAKE_ARGS=\"-DGGML_CUDA=on\" to use it (docs/engines.md, Local GPU mode).")

@@ -27,7 +27,7 @@ class TtftCheck:
         s = self.settings
         assert s is not None
         strategy = self.strategy or "suffix"
-        req = build_request(self._context(), strategy, provider=backend.api, model=backend.model,
+        req = build_request(self._context(), strategy, api=backend.api, model=backend.model,
                             max_tokens=8, temperature=0.0)
         await backend.prewarm()  # the sidecar keeps a warm connection; measure without connect/TLS
         data: dict[str, Any] = {"strategy": strategy, "round_trip_ms": self.rtt_ms}
