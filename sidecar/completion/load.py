@@ -45,8 +45,8 @@ def windows_under_load(prefix_tokens: int, suffix_tokens: int, busy: bool) -> tu
     """``(prefix_tokens, suffix_tokens)`` (cl100k tokens) to cut now. Idle: unchanged.
     Busy: the prefix window times ``LOAD_WINDOW_FACTOR`` but at least
     ``LOAD_FLOOR_TOKENS`` (or the given window, if smaller), and the suffix window scaled
-    by the same ratio (rounded up). (Cross-file snippets are dropped while busy by the
-    service, ``CompletionService.add_crossfile``.)"""
+    by the same ratio (rounded up). (Cross-file snippets are dropped while busy:
+    ``ContextBudget.add_crossfile``.)"""
     if not busy or prefix_tokens <= 0:
         return prefix_tokens, suffix_tokens
     pre = max(min(LOAD_FLOOR_TOKENS, prefix_tokens), int(prefix_tokens * LOAD_WINDOW_FACTOR))

@@ -6,17 +6,23 @@ streams, no cache, no updates, no speculation. See docs/architecture.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .postprocess import StreamFilter
 from .request import Answer, Request
 
+if TYPE_CHECKING:
+    from ..metrics import Metrics
+    from .stream import StreamRunner
+
 
 class NaivePipeline:
-    """``request(req) -> Answer | None`` and ``shown(...)``, like ``Scheduler``."""
+    """``request(req) -> Answer | None`` and ``shown(...)``, like ``Scheduler``, on the
+    stream runner (``stream.py``)."""
 
-    def __init__(self, service: Any) -> None:
-        self.service = service
+    def __init__(self, runner: StreamRunner, metrics: Metrics) -> None:
+        self.runner = runner
+        self.metrics = metrics
 
     async def request(self, req: Request) -> Answer | None:
         """Stream one completion for ``req`` to its end and return it cleaned, or None when
@@ -26,10 +32,10 @@ class NaivePipeline:
 
         Raises ``asyncio.CancelledError`` when cancelled (the upstream stream is closed
         first). Never raises BackendError."""
-        metrics = self.service.metrics
+        metrics = self.metrics
         metrics.count("requests")
         filt = StreamFilter(req.ctx)
-        out = await self.service.run_stream(req.ctx, filt)
+        out = await self.runner.run(req.ctx, filt)
         req.waited_s = out.wait_ms / 1000
         req.upstream_s = out.upstream_ms / 1000
         if out.error is not None:

@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import tokens
 from .inflight import InflightStream
-from .request import Answer
+from .request import Answer, Request, Upstream
 
 if TYPE_CHECKING:
+    from ..metrics import Metrics
+    from .cache import CompletionCache
     from .context import CompletionContext
+    from .docstate import DocState
     from .postprocess import StreamFilter
     from .slots import StreamSlots
 
@@ -83,12 +86,12 @@ class Prefetcher:
     """Speculative prefetch for the scheduler's documents (see the module doc).
 
     ``docs`` is the scheduler's per-document state (``doc.prefetch`` is each document's
-    prefetch); ``upstream`` the scheduler's :class:`~.scheduler.Upstream`; ``slots`` the
+    prefetch); ``upstream`` the scheduler's :class:`~.request.Upstream`; ``slots`` the
     stream slots it shares with user streams; ``on_end(stream)`` stores a finished
     stream's text in the cache."""
 
-    def __init__(self, upstream: Any, docs: dict[str, Any], slots: StreamSlots, metrics: Any, cache: Any,
-                 on_end: Callable[[InflightStream], None]) -> None:
+    def __init__(self, upstream: Upstream, docs: dict[str, DocState], slots: StreamSlots, metrics: Metrics,
+                 cache: CompletionCache | None, on_end: Callable[[InflightStream], None]) -> None:
         self.up = upstream
         self._docs = docs
         self.slots = slots
@@ -97,7 +100,7 @@ class Prefetcher:
         self._on_end = on_end
         self._budget: TokenBudget | None = None
 
-    def adopt(self, doc: Any, req: Any) -> Any:
+    def adopt(self, doc: DocState, req: Request) -> Answer | None:
         """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
         a finished one answers at once (an ``Answer`` from ``prefetch``); a running one
         becomes the document's user stream (``doc.stream``), which the request then
@@ -183,7 +186,7 @@ class Prefetcher:
             self.metrics.count("prefetch.tokens_generated", tokens.count(s.filter.raw) if s.filter.raw else 0)
         self._on_end(s)
 
-    def drop(self, doc: Any, why: str) -> None:
+    def drop(self, doc: DocState, why: str) -> None:
         """Close ``doc``'s prefetch (if any) and count why (``prefetch.cancelled.<why>``)."""
         p, doc.prefetch = doc.prefetch, None
         if p is None:

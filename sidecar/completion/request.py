@@ -63,9 +63,10 @@ class Answer:
 
 
 class Upstream(Protocol):
-    """What the scheduler needs from the completion service (``service.py``): the live
-    settings, one upstream stream, and facts about the backend the next stream would
-    use. A unit test passes a fake one."""
+    """What the scheduler and the prefetcher need upstream: the live settings, one
+    upstream stream, and facts about the backend the next stream would use. The
+    completion service builds one (``upstream.BackendUpstream``, on the stream runner);
+    a unit test passes a fake one."""
 
     settings: Settings
 

@@ -3,16 +3,15 @@
 It owns the backend (rebuilt when a connection-relevant setting changes), the cache, the
 metrics, the scheduler and the naive pipeline (``pipeline()`` picks one per request),
 the context cutting (``context_budget.py``), the stream runner (``stream.py``) and the user
-reports (``reports.py``), and it is the scheduler's ``Upstream``. See
+reports (``reports.py``), and builds the scheduler's upstream from them (``upstream.py``).
+What is left here is lifecycle: start, settings, status, document events, close. See
 docs/architecture.md ("The path of a keystroke").
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import statistics
 from typing import Any, Callable
 
 from ..backends.base import Backend
@@ -22,16 +21,15 @@ from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
 from ..config import Settings, backend_changed
 from ..metrics import Metrics
 from ..providers import is_local
-from . import crossfile, tokens
-from .cache import CacheKey, CompletionCache
-from .context import CompletionContext
+from . import tokens
+from .cache import CompletionCache
 from .context_budget import ContextBudget
 from .naive import NaivePipeline
-from .postprocess import StreamFilter
 from .reports import Reports
 from .scheduler import Scheduler
-from .stream import StreamDeps, StreamOutcome, StreamRunner
+from .stream import StreamDeps, StreamRunner
 from .updates import UpdateSink
+from .upstream import BackendUpstream
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,6 @@ class CompletionService:
         self._on_log = on_log or (lambda _m: None)
         self._on_progress = on_progress or (lambda _k, _m: None)
         self._on_status = on_status or (lambda _d: None)
-        self._ids = itertools.count(1)
         self._prewarm_task: asyncio.Task[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
         self.reports = Reports(self.metrics, on_error=on_error, on_log=self._on_log,
@@ -69,9 +66,10 @@ class CompletionService:
             record=lambda target, err: self.backend.record(target, err),
             metrics=self.metrics, reports=self.reports, contexts=self.contexts,
             spare_connection=self._spare_connection))
-        self.scheduler = Scheduler(self, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
+        self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
+        self.scheduler = Scheduler(self.upstream, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
                                    cache=self.cache)
-        self._naive = NaivePipeline(self)
+        self._naive = NaivePipeline(self.streams, self.metrics)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -184,48 +182,6 @@ class CompletionService:
         self.scheduler.forget_streams()
         return await self.cache.clear() if self.cache is not None else 0
 
-    async def run_stream(self, ctx: CompletionContext, filt: StreamFilter,
-                         on_delta: Callable[[], None] | None = None) -> StreamOutcome:
-        """One upstream stream for ``ctx`` into ``filt`` (``stream.py``)."""
-        return await self.streams.run(ctx, filt, on_delta)
-
-    def local_backend(self) -> bool:  # Upstream.local_backend
-        return is_local(self._target().provider)
-
-    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
-        """``Upstream.pump``: ``complete``, ``partial`` (cut, deadline) or ``error``."""
-        out = await self.run_stream(ctx, filt, on_delta)
-        if out.error is not None:
-            return "error"
-        return "partial" if (out.info.truncated or out.deadline_hit) else "complete"
-
-    def make_context(self, doc_prefix: str, doc_suffix: str, language: str) -> CompletionContext | None:
-        """Windows for a speculated document (``Upstream.make_context``: ``context_budget.py``)."""
-        return self.contexts.make_context(doc_prefix, doc_suffix, language)
-
-    def windows(self) -> tuple[int, int]:
-        """``(prefix_tokens, suffix_tokens)`` to cut now (``context_budget.py``)."""
-        return self.contexts.windows()
-
-    def backend_busy(self) -> bool:
-        """True while the backend the next stream would use answers markedly slower than
-        its idle level (``load.py``): speculative prefetch waits, prompts shrink."""
-        return self.contexts.busy()
-
-    def backend_limited(self) -> bool:
-        """True from a 429/503 of the backend the next stream would use until its next
-        success (``backends/ratelimit.py``): speculative prefetch waits meanwhile."""
-        cooldown = self._target().cooldown
-        return bool(cooldown is not None and cooldown.in_episode)
-
-    def backend_cold(self) -> bool:
-        """True while the backend the next stream would use loads models on request
-        (``Backend.loads_models``: the managed engine, llama-server, Ollama) and has sent
-        no stream event since it started or came back (it may load its model on the next
-        request). A cloud's silent first stream is a fault, never a load to wait for."""
-        target = self._target()
-        return bool(getattr(target, "loads_models", False)) and self.streams.cold(target)
-
     def _target(self) -> Backend:
         """The concrete backend for the next stream (a router picks a side)."""
         return self.backend.pick()
@@ -243,18 +199,3 @@ class CompletionService:
         self.metrics.count(f"auto.switched_to_{side}")
         self._on_status(self.status("ready" if side == "local" else "fallback"))
         self._on_error(BackendError("switch", f"auto mode: using the {side} backend ({why})."))
-
-    def cache_key(self, ctx: CompletionContext) -> CacheKey:
-        """The cache key of a context on the backend and model the next stream would use."""
-        b = self._target()
-        return CacheKey(backend=f"{b.provider}:{b.base_url}", model=b.model,
-                        language=ctx.language, prefix=ctx.prefix, suffix=ctx.suffix,
-                        extra=crossfile.digest(ctx.snippets, ctx.repo, ctx.path))
-
-    def recent_ttft_ms(self) -> float | None:
-        """Median of the last 20 upstream TTFTs in ms (None before the first)."""
-        xs = self.metrics.recent("upstream_ttft")[-20:]
-        return statistics.median(xs) if xs else None
-
-    def new_id(self) -> str:
-        return f"c{next(self._ids)}"

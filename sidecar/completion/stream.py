@@ -1,19 +1,18 @@
 """One upstream stream: readiness, the rate-limit gate, the prompt strategy (with FIM
-fallback), token healing, the stream's deadline, and what it measured.
+fallback), token healing and the stream's deadline.
 
 For a request's context the runner waits until the backend the next stream goes to is
 ready, asks its cooldown (``backends/ratelimit.py``) whether a request may go out,
 builds the request (``prompts/``, ``healing/``), streams the deltas through the
 un-healer into the postprocessing filter until the filter says stop, the stream ends or
-the deadline passes, and records the outcome: the window budget's and load's samples
-(``context_budget.py``), TTFT and stream time, tokens, errors (``reports.py``: one message per
-cause), the auto-mode breaker (``Backend.record``).
+the deadline passes, and records the outcome: errors (``reports.py``: one message per
+cause), the auto-mode breaker (``Backend.record``), and what it measured
+(``outcome.py``).
 
-A backend is *warm* once any byte came from it since it started or came back; until
-then a stream gets ``cold_start_timeout_ms`` before its first text (it may be loading
-the model); on a warm local engine ``prefill_timeout_ms`` (it may be evaluating a long
-prompt); then, and on a cloud, ``request_timeout_ms``. A model that refuses a strategy
-(native FIM ``suffix``) is retried once with the next, and the refusal remembered per model. See
+Until its first text a stream gets the deadline ``warm.py`` gives it (longer on a
+backend that may be loading its model or evaluating a long prompt); then
+``request_timeout_ms``. A model that refuses a strategy (native FIM ``suffix``) is
+retried once with the next, and the refusal remembered per model. See
 docs/architecture.md.
 """
 
@@ -25,38 +24,26 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..backends.base import StreamInfo
+from ..backends.base import StreamInfo, UpstreamRequest
 from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
-from ..providers import is_local
-from . import healing, tokens
+from . import healing
 from .context import CompletionContext
+from .outcome import StreamOutcome, record_outcome
 from .postprocess import StreamFilter
 from .prompts import build_request, choose_strategy
 from .prompts.eol import line_break_lift
+from .warm import WarmBackends, warm_key_of
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..config import Settings
+    from ..metrics import Metrics
+    from .context_budget import ContextBudget
+    from .reports import Reports
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StreamOutcome:
-    """How one upstream stream went. Times in milliseconds."""
-
-    info: StreamInfo
-    strategy: str = ""
-    wait_ms: float = 0.0  # waiting for the backend to be ready (cold engine start)
-    upstream_ms: float = 0.0
-    error: BackendError | None = None
-    deadline_hit: bool = False
-
-
-def warm_key_of(target: Any) -> str:
-    """Identity of one running backend: a managed engine's process, else its URL."""
-    engine = target.engine
-    if engine is not None:
-        return f"managed:{engine.pid}"
-    return f"{target.provider}:{target.base_url}"
 
 
 @dataclass
@@ -65,12 +52,12 @@ class StreamDeps:
     the backend change at run time). The completion service provides them
     (``CompletionService.__init__``); the unit tests give fakes."""
 
-    settings: Callable[[], Any]  # the live ``Settings``
-    target: Callable[[], Any]  # the backend the next stream goes to (a ``backends.base.Backend``)
-    record: Callable[[Any, BackendError | None], None]  # the auto-mode breaker: ``Backend.record``
-    metrics: Any  # ``metrics.Metrics``
-    reports: Any  # ``reports.Reports``: one message per cause, slowness
-    contexts: Any  # ``context_budget.ContextBudget``: the window budget's and load's samples
+    settings: Callable[[], Settings]  # the live settings
+    target: Callable[[], Backend]  # the backend the next stream goes to (a router picks a side)
+    record: Callable[[Backend, BackendError | None], None]  # the auto-mode breaker: ``Backend.record``
+    metrics: Metrics
+    reports: Reports  # one message per cause, slowness
+    contexts: ContextBudget  # the window budget's and load's samples
     spare_connection: Callable[[], None]  # open a spare connection after a socket was closed
 
 
@@ -80,18 +67,19 @@ class StreamRunner:
 
     def __init__(self, deps: StreamDeps) -> None:
         self.deps = deps
-        self._warm: set[str] = set()  # backends (see warm_key_of) that have sent a stream event
+        self.warm = WarmBackends()  # backends that have sent a stream event (warm.py)
         self._rejected: dict[str, set[str]] = {}  # model -> strategies it refused
 
     def reset(self) -> None:
         """New settings: refused strategies may work with the new backend."""
         self._rejected.clear()
 
-    def cold(self, target: Any) -> bool:
+    def cold(self, target: Backend) -> bool:
         """No stream event from ``target`` since it started or came back."""
-        return warm_key_of(target) not in self._warm
+        return warm_key_of(target) not in self.warm
 
-    def _build(self, ctx: CompletionContext, strategy: str, target: Any, model: str) -> tuple[Any, str, Any]:
+    def _build(self, ctx: CompletionContext, strategy: str, target: Backend,
+               model: str) -> tuple[healing.HealingPlan, str, UpstreamRequest]:
         """``(healing plan, line-break lift, UpstreamRequest)`` for ``ctx`` sent with
         ``strategy`` to ``target``."""
         s = self.deps.settings()
@@ -143,18 +131,8 @@ class StreamRunner:
                                      f"{cooldown.remaining_s():.1f} s more", actionable=False)
             return out
         warm_key = warm_key_of(target)
-        was_warm = warm_key in self._warm
-        # A cold backend that loads models may load one on this request: give it the
-        # cold-start time. Elsewhere (a cloud) a silent first stream is a fault.
-        loading = warm_key not in self._warm and target.loads_models
-        deadline_ms = s.request_timeout_ms
-        if loading:
-            deadline_ms = max(deadline_ms, s.cold_start_timeout_ms)
-        elif is_local(target.provider):
-            # A local engine that has sent nothing yet is evaluating the prompt (a long
-            # one takes seconds on a CPU): cutting it at the request's deadline would throw
-            # that work away, so it may run on in the background (scheduler._at_deadline).
-            deadline_ms = max(deadline_ms, s.prefill_timeout_ms)
+        was_warm = warm_key in self.warm
+        deadline_ms = self.warm.first_text_deadline_ms(target, s)
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan, lift, req = self._build(ctx, strategy, target, model)
@@ -170,7 +148,7 @@ class StreamRunner:
                         # The first bytes came: the backend is up (and loaded), so from
                         # now on the ordinary deadline holds.
                         nonlocal deadline_ms
-                        self._warm.add(warm_key)
+                        self.warm.add(warm_key)
                         if deadline_ms != s.request_timeout_ms:
                             deadline_ms = s.request_timeout_ms
                             limit.reschedule(asyncio.get_running_loop().time() + deadline_ms / 1000)
@@ -208,7 +186,7 @@ class StreamRunner:
                     rejected.add(strategy)
                     continue
                 if err.kind in (CONNECTION, ENGINE):
-                    self._warm.discard(warm_key)  # gone: when it comes back it may load again
+                    self.warm.discard(warm_key)  # gone: when it comes back it may load again
                 if err.kind in (RATE_LIMITED, OVERLOADED) and cooldown is not None:
                     svc.metrics.count("upstream.rate_limited")
                     if not cooldown.failure(err.retry_after_s):
@@ -228,31 +206,11 @@ class StreamRunner:
                 svc.spare_connection()
                 raise
             break
-        t_end = time.perf_counter()
-        if info.phases > 1:
-            svc.metrics.count("heal.two_phase")
-        svc.contexts.observe(target, req, info, record=was_warm and not out.deadline_hit)
         if info.events:
-            self._warm.add(warm_key)
+            self.warm.add(warm_key)
         if cooldown is not None and info.headers_at:
             cooldown.success()
         svc.record(target, None)
-        log.info("upstream stream ended", extra={"fields": {
-            "backend": target.name, "model": model, "strategy": out.strategy,
-            "upstream_trace_id": info.trace_id, "ttft_ms": info.ttft_ms,
-            "events": info.events, "chars": len(filt.raw), "closed_early": filt.done,
-            "truncated": info.truncated, "deadline": out.deadline_hit,
-        }})
-        out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
-        if info.ttft_ms is not None:
-            svc.metrics.observe("upstream_ttft", info.ttft_ms)
-            svc.reports.latency(info, target, svc.metrics.recent("upstream_ttft")[-20:])
-            if was_warm:  # a cold backend's first TTFT includes its model load
-                svc.contexts.observe_load(target, info.ttft_ms)
-        svc.metrics.observe("upstream_stream", out.upstream_ms)
-        svc.metrics.count("upstream.malformed_events", info.malformed_events)
-        generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None
-        svc.metrics.count("tokens.generated", generated if generated is not None else (tokens.count(filt.raw) if filt.raw else 0))
-        if info.truncated:
-            svc.metrics.count("upstream.truncated")
+        record_outcome(out, filt, target, req, was_warm=was_warm, metrics=svc.metrics, reports=svc.reports,
+                       contexts=svc.contexts)
         return out

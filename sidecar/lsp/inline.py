@@ -8,9 +8,10 @@ docs/architecture.md.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types
 
@@ -26,8 +27,30 @@ CMD_ACCEPT = "sidecar.acceptCompletion"
 #: Notification with the growing suggestion of a request (docs/operations.md "Protocol").
 NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
 
+if TYPE_CHECKING:
+    from pygls.workspace import Workspace
 
-async def inline_completion(ls: Any, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+    from ..completion.service import CompletionService
+    from .protocol import SidecarProtocol
+
+#: Ids of the items handed to the editor (``sidecar.acceptCompletion`` names one).
+_item_ids = itertools.count(1)
+
+
+class InlineServer(Protocol):
+    """What this module needs of the language server (``server.SidecarServer``)."""
+
+    service: CompletionService | None
+    client_updates: bool  # the client renders NOTIFY_UPDATE
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def protocol(self) -> SidecarProtocol: ...
+
+
+async def inline_completion(ls: InlineServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
     t0 = time.perf_counter()
     service = ls.service
     if service is None:
@@ -66,7 +89,7 @@ async def inline_completion(ls: Any, params: types.InlineCompletionParams) -> ty
         replace_range = selected.range
 
     try:
-        ctx = build_context(text, offset, doc.language_id or "", *service.windows(),
+        ctx = build_context(text, offset, doc.language_id or "", *service.contexts.windows(),
                             cursor_line=pos.line if selected is None else None)
         ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
     except NotCompletable as exc:
@@ -86,7 +109,7 @@ async def inline_completion(ls: Any, params: types.InlineCompletionParams) -> ty
     if answer is None:
         return None
     service.metrics.count(f"answers.{answer.source}")
-    item_id = service.new_id()
+    item_id = f"c{next(_item_ids)}"
     handler_ms = (time.perf_counter() - t0) * 1000
     service.metrics.observe("time_to_suggestion", handler_ms)
     # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
@@ -120,7 +143,7 @@ def _item(text: str, lead: str, replace_range: types.Range, eol: str, encoding: 
     )
 
 
-def send_update(ls: Any, req: Request, text: str, done: bool, seq: int) -> None:
+def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int) -> None:
     """``sidecar/inlineCompletionUpdate``: the growing suggestion of the document's latest
     request. ``version`` is the LSP document version the request was made at, ``seq``
     counts updates of that request from 1, ``items`` is empty when nothing is left."""

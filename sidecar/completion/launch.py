@@ -1,0 +1,125 @@
+"""Starting a document's user stream, and what follows its answer (steps 5 and 6 of
+``scheduler.py``).
+
+- **Start** (``StreamLauncher.start``): one stream per document (the scheduler closed
+  the document's previous one, or it joined it), within the stream slots
+  (``slots.py``; a user stream that finds none free cancels the prefetches first); a
+  *loader* while the backend is cold (``coldstart.py``); a prompt evaluation kept past
+  its request's deadline in another document gives way to it.
+- **After a model load** (``StreamLauncher.start_after_load``): a request that waited
+  for another place's load gets its own stream once the model is loaded.
+- **After the answer** (``StreamLauncher.after_answer``): a stream still running sends
+  the request's updates (``updates.py``), for a client that renders them; then the
+  completion that follows accepting the suggestion is speculated (``prefetch.py``).
+
+See docs/architecture.md ("Cold backends").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Callable
+
+from .coldstart import ColdStart
+from .inflight import InflightStream
+from .request import Answer, Request, Upstream
+from .updates import UpdateSink, send_updates, speculate_when_done
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
+    from .context import CompletionContext
+    from .docstate import DocState, DocStates
+    from .postprocess import StreamFilter
+    from .prefetch import Prefetcher
+    from .slots import StreamSlots
+
+
+class StreamLauncher:
+    """Starts the user streams of the scheduler's documents (module doc). ``on_end(s)``
+    runs when a stream ends (the scheduler stores its text in the cache)."""
+
+    def __init__(self, upstream: Upstream, docs: DocStates, slots: StreamSlots, prefetch: Prefetcher,
+                 metrics: Metrics, *, on_update: UpdateSink, on_end: Callable[[InflightStream], None]) -> None:
+        self.up = upstream
+        self.docs = docs
+        self.slots = slots
+        self.prefetch = prefetch
+        self.metrics = metrics
+        self._on_update = on_update
+        self._on_end = on_end
+        self.cold = ColdStart()
+        self._after_load: set[asyncio.Task[None]] = set()  # streams to start once a model is loaded
+
+    def start(self, doc: DocState, req: Request) -> InflightStream:
+        """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
+        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix)
+        s.local = self.up.local_backend()
+        # A prompt evaluation kept past its request's deadline in another document gives
+        # way to the stream a user waits for now.
+        for other in self.docs.by_uri.values():
+            o = other.stream
+            if other is not doc and o is not None and o.kept and not o.first_text_at and o.close():
+                self.metrics.count("sched.prefill_kept_closed")
+        if self.up.backend_cold():
+            self.cold.mark(s)
+            self.metrics.count("sched.loader_streams")
+        doc.stream = s
+        self.metrics.count("sched.streams_started")
+        s.run(lambda filt, on_delta: self._pump(req.ctx, filt, on_delta), self._on_end)
+        return s
+
+    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
+        async with self.slots.user(self.up.settings.max_concurrent_streams, self.prefetch.cancel_all):
+            return await self.up.pump(ctx, filt, on_delta)
+
+    def start_after_load(self, doc: DocState, req: Request) -> None:
+        """Once the running model load has its first text (or ends), start ``req``'s own
+        stream if ``req`` is still its document's latest request and no running stream
+        of the document agrees with it; its suggestion goes out as updates."""
+
+        async def later() -> None:
+            await self.cold.wait(req, self.up.backend_cold, self.metrics)
+            if doc.latest is not req or req.superseded.is_set():
+                return
+            s = doc.stream
+            if s is not None and not s.done:
+                typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+                if typed is not None and s.agrees(typed):
+                    return  # the load's own stream serves this request (typed through)
+                s.close()
+            self.metrics.count("sched.started_after_load")
+            s = self.start(doc, req)
+            if req.updates:
+                self.start_updates(doc, req, Answer("", "deadline", s, ""))
+
+        task = asyncio.ensure_future(later())
+        self._after_load.add(task)
+        task.add_done_callback(self._after_load.discard)
+
+    def after_answer(self, doc: DocState, req: Request, answer: Answer) -> None:
+        """``req`` (its document's latest) was answered with ``answer``: updates while its
+        stream runs, then speculation (module doc)."""
+        if answer.stream is not None and not answer.stream.done:
+            if req.updates:
+                self.start_updates(doc, req, answer)
+            else:  # no updates to send: speculate once the stream is over
+                doc.updates = asyncio.ensure_future(speculate_when_done(doc, req, answer, self.speculate_accept))
+        else:  # after the answer is on its way: speculation is not on the keystroke path
+            asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)
+
+    def start_updates(self, doc: DocState, req: Request, answer: Answer) -> None:
+        """Send ``req``'s updates from ``answer.stream`` (the previous request's stop)."""
+        if doc.updates is not None and not doc.updates.done():
+            doc.updates.cancel()
+        doc.updates = asyncio.ensure_future(
+            send_updates(doc, req, answer, self._on_update, self.metrics, self.speculate_accept))
+
+    def speculate_accept(self, req: Request, text: str) -> None:
+        if text:  # the completion that follows accepting what was shown
+            self.prefetch.speculate(req.uri, req.doc_prefix + text, req.doc_suffix, req.ctx.language, "after_shown")
+
+    def close(self) -> None:
+        """Close the loader, and forget the streams waiting for it (a backend switch, shutdown)."""
+        self.cold.close()
+        for t in list(self._after_load):
+            t.cancel()
