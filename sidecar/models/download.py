@@ -8,10 +8,12 @@ installed. Only ``<name>-<version>-py3-none-any.whl`` files of the pinned versio
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -52,11 +54,18 @@ def index_url(explicit: str | None = None) -> str:
     return (explicit or os.environ.get(INDEX_ENV) or DEFAULT_INDEX).rstrip("/")
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS context of every pull's client, made once per process: loading the CA
+    certificates (``SSL_CERT_FILE``/``SSL_CERT_DIR`` or the system's) takes tens of ms."""
+    return httpx.create_ssl_context(trust_env=True)
+
+
 def make_client() -> httpx.Client:
     """An HTTP/1.1 client: 10 s to connect, 60 s between bytes, redirects followed,
     proxies from the environment."""
     return httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0), follow_redirects=True, trust_env=True,
-                        headers={"User-Agent": f"sidecar-lsp/{__version__} (model pull)"})
+                        verify=_tls(), headers={"User-Agent": f"sidecar-lsp/{__version__} (model pull)"})
 
 
 def _get_page(client: httpx.Client, page: str) -> tuple[bytes, str, str]:

@@ -21,7 +21,10 @@ from lsprotocol import types
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from sidecar.lsp.documents import LspTextDocument, SpecPositionCodec, clamped_offset
 from devtools.simulator import LatencyModel, SimulatedBackend
-from support.documents import ENCODINGS, edit, from_units, ref_apply, ref_lines, ref_offset, texts, to_units
+from support.documents import (ENCODINGS, MAX_PIECES, PIECES, edit, from_units, ref_apply, ref_lines, ref_offset,
+                               to_units)
+
+texts = st.lists(st.sampled_from(PIECES), max_size=MAX_PIECES).map("".join)
 
 
 # ------------------------------------------------------------------- random edits

@@ -1,12 +1,11 @@
-"""LSP documents for tests of sidecar/lsp/documents.py: texts made of every kind of line
-break and multi-unit character, and a small reference edit applier written from the spec
+"""LSP documents for tests of sidecar/lsp/documents.py: the pieces texts are made of (every
+kind of line break and multi-unit character), and a small reference edit applier written from the spec
 (and the reference client library's ``offsetAt``). The reference works on the code units of
 the negotiated encoding, so it shares no code and no idea of "line" with the implementation.
 """
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
 from lsprotocol import types
 
 # Every character str.splitlines treats as a line break, LSP's three, emoji (surrogate
@@ -14,8 +13,8 @@ from lsprotocol import types
 BREAKLIKE = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 PIECES = ["a", "b", "x = ", " ", "\t", "\n", "\r\n", "\r", "é", "€", "😀", "𝄞", *BREAKLIKE]
 ENCODINGS = ["utf-16", "utf-8", "utf-32"]
-
-texts = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+#: Texts are up to this many pieces (the e2e property test's ``texts``, the unit test's samples).
+MAX_PIECES = 30
 
 
 def edit(line: int, ch: int, end_line: int, end_ch: int, text: str) -> types.TextDocumentContentChangePartial:

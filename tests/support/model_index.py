@@ -89,7 +89,8 @@ class IndexServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/simple"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        # A short poll interval: ``close`` (``shutdown``) waits for the loop to see it.
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.005,), daemon=True)
         self.thread.start()
 
     def add(self, package: str, filename: str, data: bytes, sha256: str | None = None) -> None:

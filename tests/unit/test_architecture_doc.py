@@ -24,9 +24,17 @@ def _sources() -> dict[Path, str]:
     return {p: p.read_text(encoding="utf-8") for p in [*PACKAGE.rglob("*.py"), *(ROOT / "devtools").rglob("*.py")]}
 
 
+# A definition: ``def name``, ``class name``, or an assignment to ``name`` / ``self.name``.
+_DEFINITION = re.compile(r"(?m)^\s*(?:async\s+def|def|class)\s+(\w+)|^\s*(?:self\.)?(\w+)\s*[:=]")
+_names_of: dict[int, tuple[dict[Path, str], set[str]]] = {}
+
+
 def _defined(name: str, texts: dict[Path, str]) -> bool:
-    pat = re.compile(rf"(?m)^\s*(?:async\s+def|def|class)\s+{re.escape(name)}\b|^\s*(?:self\.)?{re.escape(name)}\s*[:=]")
-    return any(pat.search(t) for t in texts.values())
+    cached = _names_of.get(id(texts))
+    if cached is None or cached[0] is not texts:  # every name defined in ``texts``, once
+        names = {a or b for t in texts.values() for a, b in _DEFINITION.findall(t)}
+        cached = _names_of[id(texts)] = (texts, names)
+    return name in cached[1]
 
 
 def _module_files() -> set[str]:

@@ -2,30 +2,41 @@
 lines end only at LSP's line breaks, and single edits (clamping, reversed ranges, the
 client's positions left alone, the NEL that pygls 2.1.1 takes for a line break).
 
-The texts and the reference lines are tests/support/documents.py's. The property test of
-random edit sequences against its reference applier (a few seconds) and the check over
-real stdio are tests/e2e/test_documents_e2e.py.
+The pieces texts are made of and the reference lines are tests/support/documents.py's. The
+property test of random edit sequences against its reference applier (a few seconds) and
+the check over real stdio are tests/e2e/test_documents_e2e.py.
 """
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import itertools
+import random
+
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
 
 from sidecar.lsp.documents import LspTextDocument, LspWorkspace, SpecPositionCodec, encoding_name, split_lines
-from support.documents import edit, ref_lines, texts
+from support.documents import MAX_PIECES, PIECES, edit, ref_lines
 
 
-# ------------------------------------------------------------------ property tests
-@settings(max_examples=200, deadline=None)
-@given(text=texts)
-def test_split_lines_ends_lines_only_at_lsp_breaks(text):
-    lines = split_lines(text)
-    assert "".join(lines) == text
-    for ln in lines[:-1]:
-        assert ln.endswith(("\n", "\r"))
-    assert [ln.rstrip("\r\n") for ln in lines] == ref_lines(text)[: len(lines)]
+# ------------------------------------------------------------------ every short text
+def texts():
+    """Every text of up to three pieces (each line break next to each other piece, on
+    either side, and between two), then 200 longer ones drawn at random (seeded)."""
+    for n in range(4):
+        yield from ("".join(p) for p in itertools.product(PIECES, repeat=n))
+    rnd = random.Random(24)
+    for _ in range(200):
+        yield "".join(rnd.choices(PIECES, k=rnd.randint(4, MAX_PIECES)))
+
+
+def test_split_lines_ends_lines_only_at_lsp_breaks():
+    for text in texts():
+        lines = split_lines(text)
+        assert "".join(lines) == text
+        for ln in lines[:-1]:
+            assert ln.endswith(("\n", "\r")), text
+        assert [ln.rstrip("\r\n") for ln in lines] == ref_lines(text)[: len(lines)], text
 
 
 # ------------------------------------------------------------------- single cases

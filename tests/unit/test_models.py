@@ -98,19 +98,26 @@ def test_read_header_finds_architecture_tokens_and_fim(tmp_path):
 
 def test_truncated_or_garbage_headers_fail_fast(tmp_path):
     good = make_gguf(n_tokens=200, pad=0)
-    f = tmp_path / "bad.gguf"
     start = time.monotonic()
-    for cut in list(range(0, 64)) + list(range(64, len(good), 53)):
-        f.write_bytes(good[:cut])
+    f = tmp_path / "cut.gguf"
+    f.touch()
+    cuts = list(range(0, 64)) + list(range(64, len(good), 53))
+    # The file grows by appends to each cut: truncating or deleting a file can take
+    # milliseconds (ext4 with online discard), a write does not.
+    for before, cut in zip([0, *cuts], cuts):
+        with open(f, "ab") as out:
+            out.write(good[before:cut])
         with pytest.raises(gguf.GgufError):
             gguf.read_header(f)
     huge_string = b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40)
     huge_kv = b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 50)
     huge_array = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 1 << 60)
     bad_type = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77)
-    for data, why in ((b"PK\3\4" + os.urandom(4000), "does not start"), (huge_string, "string of"),
-                      (huge_kv, "metadata keys"), (huge_array, "array of|token list"), (bad_type, "value type 77"),
-                      (b"GGUF" + struct.pack("<I", 1), "version 1"), (b"GGUF\0\0\0\3" + b"\0" * 16, "big-endian")):
+    garbage = ((b"PK\3\4" + os.urandom(4000), "does not start"), (huge_string, "string of"),
+               (huge_kv, "metadata keys"), (huge_array, "array of|token list"), (bad_type, "value type 77"),
+               (b"GGUF" + struct.pack("<I", 1), "version 1"), (b"GGUF\0\0\0\3" + b"\0" * 16, "big-endian"))
+    for i, (data, why) in enumerate(garbage):
+        f = tmp_path / f"bad{i}.gguf"
         f.write_bytes(data + b"\0" * 64)
         with pytest.raises(gguf.GgufError, match=why) as err:
             gguf.read_header(f)

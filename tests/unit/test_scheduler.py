@@ -14,6 +14,7 @@ import pytest
 from sidecar.completion.context import build_context
 from sidecar.completion.debounce import Cadence, ceiling_ms, context_factor, debounce_ms
 from sidecar.completion.prefetch import TokenBudget
+from sidecar.completion import scheduler
 from sidecar.completion.request import Request
 from sidecar.completion.scheduler import Scheduler
 from sidecar.config import Settings
@@ -175,7 +176,7 @@ async def test_request_deadline_answers_null_and_frees_the_stalled_stream():
 async def test_local_stream_still_evaluating_its_prompt_outlives_the_deadline():
     # A local engine's silence is prompt evaluation: the request is answered null on time,
     # the stream runs on, and its text reaches that request as updates.
-    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
+    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=100)
     sched, up, updates = make(st)
     req = request(DOC, AT)
     req.updates = True
@@ -189,7 +190,7 @@ async def test_local_stream_still_evaluating_its_prompt_outlives_the_deadline():
 
 
 async def test_kept_prefill_is_closed_once_the_user_moves_elsewhere():
-    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
+    st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=100)
     sched, up, _ = make(st)
     assert await sched.request(request(DOC, AT)) is None  # kept past its deadline
     await asyncio.sleep(0.01)
@@ -267,9 +268,17 @@ def test_debounce_ceiling_defaults_by_backend():
 
 
 @pytest.mark.parametrize("local, setting, expected", [(True, None, 100), (False, None, 400), (True, 300, 300)])
-async def test_the_scheduler_waits_the_backends_debounce_ceiling(local, setting, expected):
+async def test_the_scheduler_waits_the_backends_debounce_ceiling(local, setting, expected, monkeypatch):
     # A slow typist (1 s between keys, a word in progress): the cadence asks for 2.1 s,
     # so the wait is the ceiling: 100 ms on a local engine, 400 ms on a cloud, unless set.
+    # The wait is recorded, not slept (a real one: the cancel-storm test above).
+    waits: list[float] = []
+
+    async def wait(req, timeout_s):
+        waits.append(timeout_s)
+        return False
+
+    monkeypatch.setattr(scheduler, "superseded_within", wait)
     st = Settings(debounce_min_ms=0, debounce_max_ms=setting, prefetch_enabled=False)
     sched, up, _ = make(st)
     sched.up.local = local
@@ -281,6 +290,7 @@ async def test_the_scheduler_waits_the_backends_debounce_ceiling(local, setting,
     await up.release(0, "lue\n", end=True)
     await task
     assert sched.metrics.recent("debounce") == [pytest.approx(expected)]
+    assert waits == [pytest.approx(expected / 1000)]
 
 
 def test_cadence_ignores_pauses():

@@ -98,7 +98,7 @@ async def test_a_stream_that_succeeds_is_filtered_measured_and_makes_the_backend
 
 async def test_a_stream_that_stalls_ends_at_the_request_deadline():
     backend = FakeBackend([("sleep", 5.0), ("text", "never")])
-    runner, metrics, errors, _, _ = make(backend, request_timeout_ms=200)
+    runner, metrics, errors, _, _ = make(backend, request_timeout_ms=100)
     t = time.perf_counter()
     out = await runner.run(CTX, StreamFilter(CTX))
     took = time.perf_counter() - t
