@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .inflight import InflightStream
 from .request import Answer, Request
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
 
 #: Returned by :func:`follow` when the stream stopped agreeing with what was typed.
 DIVERGED = object()
 
 
-async def follow(req: Request, s: InflightStream, typed: str, *, first_line_deadline_ms: float, metrics: Any):
+async def follow(req: Request, s: InflightStream, typed: str, *, first_line_deadline_ms: float, metrics: Metrics):
     """Wait on ``s`` for ``req`` per the answer policy (module doc) and return the
     :class:`Answer` (None: nothing to show), or ``DIVERGED`` once the stream stops
     agreeing with ``typed`` (what the user typed since the stream's anchor).
@@ -68,7 +71,7 @@ async def follow(req: Request, s: InflightStream, typed: str, *, first_line_dead
         sup.cancel()
 
 
-def at_deadline(req: Request, s: InflightStream, metrics: Any) -> tuple[Answer | None, bool]:
+def at_deadline(req: Request, s: InflightStream, metrics: Metrics) -> tuple[Answer | None, bool]:
     """What a request whose deadline passed gets from its document's running stream
     ``s``, and whether ``s`` keeps running: ``(answer, True)`` with the text so far (the
     request then gets updates); ``(None, True)`` for a client without updates when no

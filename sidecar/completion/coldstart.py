@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .inflight import InflightStream
 from .request import Request
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
 
 
 class ColdStart:
@@ -39,7 +42,7 @@ class ColdStart:
             self.stream.close(force=True)
             self.stream = None
 
-    async def wait(self, req: Request, backend_cold: Callable[[], bool], metrics: Any) -> None:
+    async def wait(self, req: Request, backend_cold: Callable[[], bool], metrics: Metrics) -> None:
         """While the backend is cold and a loader runs, wait until it has text or ends,
         or ``req`` is superseded (``sched.waited_for_loader``)."""
         while True:

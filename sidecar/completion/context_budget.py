@@ -15,16 +15,22 @@ See docs/architecture.md ("What the model sees").
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..backends.engine_start import warmup_prompt
 from ..providers import is_local
 from . import crossfile, load, tokens, window
-from .prompt_cost import prompt_text
 from .context import CompletionContext, NotCompletable, build_context
+from .prompt_cost import prompt_text
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend, StreamInfo, UpstreamRequest
+    from ..backends.managed_engine import ManagedEngine
+    from ..config import Settings
+    from ..metrics import Metrics
 
 
-def _warmup_tokens(engine: Any) -> int:
+def _warmup_tokens(engine: ManagedEngine) -> int:
     """cl100k tokens of the managed engine's warm-up prompt (the waiting request's, or
     ``engine_start.warmup_prompt``)."""
     text = getattr(engine, "warmup_text", None)
@@ -36,7 +42,7 @@ class ContextBudget:
     (``crossfile``, set by the LSP surface). ``settings()`` gives the live settings,
     ``target()`` the backend the next stream goes to."""
 
-    def __init__(self, settings: Callable[[], Any], target: Callable[[], Any], metrics: Any) -> None:
+    def __init__(self, settings: Callable[[], Settings], target: Callable[[], Backend], metrics: Metrics) -> None:
         self._settings = settings
         self._target = target
         self.metrics = metrics
@@ -45,7 +51,7 @@ class ContextBudget:
         self._load: dict[str, load.BackendLoad] = {}  # TTFT history per backend and model
 
     @staticmethod
-    def _key(target: Any) -> str:
+    def _key(target: Backend) -> str:
         return f"{target.provider}:{target.name}:{target.model}"
 
     def busy(self) -> bool:
@@ -54,7 +60,7 @@ class ContextBudget:
         tracker = self._load.get(self._key(self._target()))
         return bool(tracker is not None and tracker.busy)
 
-    def observe_load(self, target: Any, ttft_ms: float) -> None:
+    def observe_load(self, target: Backend, ttft_ms: float) -> None:
         """One warm stream's time to first token (ms) on ``target``."""
         self._load.setdefault(self._key(target), load.BackendLoad()).observe(ttft_ms)
 
@@ -95,7 +101,7 @@ class ContextBudget:
             self.metrics.count("context.shrunk_load")
         return load.windows_under_load(pre, suf, busy)
 
-    def observe(self, target: Any, req: Any, info: Any, record: bool) -> None:
+    def observe(self, target: Backend, req: UpstreamRequest, info: StreamInfo, record: bool) -> None:
         """Remember the prompt the engine saw last, and with ``record`` (a warm backend)
         give the window budget one latency sample: the prompt tokens the engine had to
         evaluate (after the beginning shared with the previous prompt, or llama-server's

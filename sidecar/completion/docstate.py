@@ -6,11 +6,12 @@ when it closes, so nothing grows with documents that are gone. See docs/architec
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .debounce import Cadence
 
 if TYPE_CHECKING:
+    from ..metrics import Metrics
     from .inflight import InflightStream
     from .request import Request
 
@@ -30,7 +31,7 @@ class DocState:
 class DocStates:
     """``DocState`` by document URI (``by_uri``)."""
 
-    def __init__(self, metrics: Any) -> None:
+    def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.by_uri: dict[str, DocState] = {}
 

@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..backends.errors import BackendError
 from ..providers import is_local
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend, StreamInfo
+    from ..metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ LATENCY_WARN_EVERY_S = 600.0
 class Reports:
     """Error and slowness reporting for one service (see the module doc)."""
 
-    def __init__(self, metrics: Any, *, on_error: Callable[[BackendError], None], on_log: Callable[[str], None],
+    def __init__(self, metrics: Metrics, *, on_error: Callable[[BackendError], None], on_log: Callable[[str], None],
                  on_slow: Callable[[], None], warn_ms: Callable[[], float]) -> None:
         self.metrics = metrics
         self._on_error = on_error
@@ -64,7 +68,7 @@ class Reports:
         if last is None or now - last > ERROR_QUIET_S:
             self._on_error(err)
 
-    def latency(self, info: Any, target: Any, recent_ttft_ms: list[float]) -> None:
+    def latency(self, info: StreamInfo, target: Backend, recent_ttft_ms: list[float]) -> None:
         """Warn when the p90 of ``recent_ttft_ms`` (at least 5) passes ``latency_warn_ms``,
         naming the likely cause from ``info`` (the last stream's ``StreamInfo``) and
         ``target`` (its backend)."""

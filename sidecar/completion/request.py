@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 if TYPE_CHECKING:
     from ..config import Settings
+    from .cache import CacheKey
     from .context import CompletionContext
     from .inflight import InflightStream
     from .postprocess import StreamFilter
@@ -80,7 +81,7 @@ class Upstream(Protocol):
     def make_context(self, doc_prefix: str, doc_suffix: str, language: str) -> CompletionContext | None:
         """The windows for a speculated document, cut as a real request's would be."""
 
-    def cache_key(self, ctx: CompletionContext) -> Any:
+    def cache_key(self, ctx: CompletionContext) -> CacheKey:
         """The cache key of ``ctx`` on the backend and model the next stream would use."""
 
     def local_backend(self) -> bool:

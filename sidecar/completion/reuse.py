@@ -20,12 +20,17 @@ See docs/architecture.md.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .answer import DIVERGED, follow
 from .inflight import InflightStream
 from .postprocess import clean
 from .request import Answer, Request
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
+    from .cache import CacheKey, CompletionCache
+    from .docstate import DocState
 
 #: Returned by :func:`reuse_stream` when no stream could be used.
 MISS = object()
@@ -44,8 +49,8 @@ def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
     return time.perf_counter() - s.started_at > after_s
 
 
-async def reuse_stream(doc: Any, req: Request, *, ttft_ms: float | None, first_line_deadline_ms: float,
-                       metrics: Any) -> Answer | None | object:
+async def reuse_stream(doc: DocState, req: Request, *, ttft_ms: float | None, first_line_deadline_ms: float,
+                       metrics: Metrics) -> Answer | None | object:
     """Answer ``req`` from ``doc.stream`` when it agrees (joined, typed through or shown
     again), else close it if it runs. Returns the answer (None: the joined stream had
     nothing to show), or ``MISS`` when a new stream is needed."""
@@ -73,7 +78,7 @@ async def reuse_stream(doc: Any, req: Request, *, ttft_ms: float | None, first_l
     return MISS
 
 
-async def from_cache(cache: Any, key: Any, req: Request, metrics: Any) -> Answer | None:
+async def from_cache(cache: CompletionCache, key: CacheKey, req: Request, metrics: Metrics) -> Answer | None:
     """The cache's answer for ``req`` under ``key`` (``sched.cache_hits.<layer>``), or
     None. A multi-line entry the user is typing through keeps its lines."""
     hit = await cache.lookup(key)
@@ -87,7 +92,7 @@ async def from_cache(cache: Any, key: Any, req: Request, metrics: Any) -> Answer
     return Answer(rem, f"cache_{hit.layer}")  # type: ignore[arg-type]
 
 
-def store_stream(cache: Any, key: Any, s: InflightStream, metrics: Any) -> None:
+def store_stream(cache: CompletionCache, key: CacheKey, s: InflightStream, metrics: Metrics) -> None:
     """Put a finished stream's text in the cache under ``key`` (a stream cut short is
     stored as partial; a failed one not at all)."""
     if s.failed:

@@ -9,15 +9,19 @@ that follows accepting it is speculated. See docs/architecture.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .request import Answer, Request
+
+if TYPE_CHECKING:
+    from ..metrics import Metrics
+    from .docstate import DocState
 
 #: ``on_update(request, text, done, seq)`` sends one notification.
 UpdateSink = Callable[[Request, str, bool, int], None]
 
 
-async def send_updates(doc: Any, req: Request, answer: Answer, on_update: UpdateSink, metrics: Any,
+async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: UpdateSink, metrics: Metrics,
                        speculate: Callable[[Request, str], None]) -> None:
     """Send ``req``'s updates from ``answer.stream`` until it ends or ``req`` is no longer
     ``doc.latest``; then ``speculate(req, final_text)``."""
@@ -40,7 +44,7 @@ async def send_updates(doc: Any, req: Request, answer: Answer, on_update: Update
         await s.changed()
 
 
-async def speculate_when_done(doc: Any, req: Request, answer: Answer,
+async def speculate_when_done(doc: DocState, req: Request, answer: Answer,
                               speculate: Callable[[Request, str], None]) -> None:
     """For a client without updates: once ``answer.stream`` is over (and ``req`` still
     the latest), ``speculate(req, answer.text)``."""
