@@ -38,7 +38,9 @@ Systems (columns)
         ``qwen2.5-coder-0.5b-instruct``) around the last ``--fim-prefix-chars`` (2000)
         characters before the cursor and the first ``--fim-suffix-chars`` (1000) after
         it, nothing else (no file name, no other files), ``POST /v1/completions`` with
-        ``temperature`` 0, the same ``max_tokens``, streamed, with the family's
+        ``temperature`` 0, no repetition penalty (``repeat_penalty`` 1.0: llama.vscode's
+        sampler list leaves penalties out, while llama-cpp-python's server would apply
+        1.1 by default), the same ``max_tokens``, streamed, with the family's
         end-of-text stops (Qwen2.5-Coder: ``<|endoftext|>``, ``<|fim_pad|>``,
         ``<|file_sep|>``, ``<|repo_name|>``). The answer is cut on the client exactly as
         ``naive``'s is. A model whose file name matches no FIM template family (the
@@ -598,7 +600,8 @@ def fim_prompt(hole: Hole, template: Any, prefix_chars: int, suffix_chars: int) 
 def fim_body(hole: Hole, template: Any, opts: Options) -> dict[str, Any]:
     """The ``fim-client`` system's request body (see the module doc)."""
     return {"prompt": fim_prompt(hole, template, opts.fim_prefix_chars, opts.fim_suffix_chars),
-            "max_tokens": opts.max_tokens, "temperature": 0.0, "stream": True, "stop": list(template.stops)}
+            "max_tokens": opts.max_tokens, "temperature": 0.0, "repeat_penalty": 1.0, "stream": True,
+            "stop": list(template.stops)}
 
 
 async def stream_answer(client: Any, base_url: str, body: dict[str, Any]) -> dict[str, Any]:

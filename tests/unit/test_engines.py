@@ -39,3 +39,18 @@ def test_generate_request_shape():
     plain = generate_request(ctx, model=MODEL, fim=False, max_tokens=64, temperature=0.2, keep_alive="-1")
     assert plain.strategy == "prefix" and plain.body["raw"] is True and "suffix" not in plain.body
     assert plain.body["keep_alive"] == "-1"
+
+
+def test_llama_cpp_requests_carry_no_repetition_penalty():
+    # llama-cpp-python's server penalizes repeats (1.1) over the last 64 tokens by default,
+    # which in a FIM prompt are the suffix: the body must turn it off; a cloud body has no
+    # such field (SiliconFlow's API does not document it).
+    from sidecar.completion.prompts import build_request
+
+    ctx = ctx_at(MID_LINE)
+    local = build_request(ctx, "template", api="llama-cpp-python", model="qwen2.5-coder-0.5b-instruct",
+                          max_tokens=16, temperature=0)
+    assert local.body["repeat_penalty"] == 1.0
+    cloud = build_request(ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct",
+                          max_tokens=16, temperature=0)
+    assert "repeat_penalty" not in cloud.body

@@ -104,6 +104,11 @@ def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str
         # does so on its own; llama-server needs cache_prompt): user and prefetch prompts
         # share their beginning, so only the new tail is evaluated.
         common["cache_prompt"] = True
+        # No repetition penalty: llama-cpp-python's server applies 1.1 by default over the
+        # last 64 tokens, which in a FIM prompt are the suffix and the FIM tokens, so the
+        # identifiers a completion most often needs to repeat were penalized (measured on
+        # the quality fixtures: docs/architecture.md, "Local code models").
+        common["repeat_penalty"] = 1.0
     if strategy == "suffix":
         body = {"prompt": lead + ctx.prefix, "suffix": ctx.suffix, "stop": stop_sequences(ctx), **common}
         return UpstreamRequest("completions", body, strategy)
