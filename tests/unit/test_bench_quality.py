@@ -309,7 +309,7 @@ def test_fim_prompt_is_the_template_around_the_cut_prefix_and_suffix():
     opts = Options(max_tokens=48)
     body = fim_body(hole, tmpl, opts)
     assert body == {"prompt": fim_prompt(hole, tmpl, opts.fim_prefix_chars, opts.fim_suffix_chars),
-                    "max_tokens": 48, "temperature": 0.0, "stream": True,
+                    "max_tokens": 48, "temperature": 0.0, "repeat_penalty": 1.0, "stream": True,
                     "stop": ["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"]}
     assert (opts.fim_prefix_chars, opts.fim_suffix_chars) == (2000, 1000)
     assert naive_body(hole, opts) == {"prompt": hole.prefix[-4000:], "max_tokens": 48, "temperature": 0.0,
