@@ -56,8 +56,16 @@ class ContextBudget:
 
     def busy(self) -> bool:
         """The backend the next stream goes to answers markedly slower than its idle
-        level (``load.py``)."""
-        tracker = self._load.get(self._key(self._target()))
+        level (``load.py``). Never the managed engine: that child process serves this
+        sidecar alone, so a slow answer there is one of our own prompts, which the window
+        budget already prices. Read as load, it halved the windows, which broke the prompt
+        beginning the engine had cached and made the next answers slower still (typing
+        benchmark, 0.5B on 2 cores: windows halved 39-70 times in a 400-key run, prefill
+        p90 274-403 tokens against 52 without)."""
+        target = self._target()
+        if target.engine is not None:
+            return False
+        tracker = self._load.get(self._key(target))
         return bool(tracker is not None and tracker.busy)
 
     def observe_load(self, target: Backend, ttft_ms: float) -> None:

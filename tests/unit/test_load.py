@@ -53,3 +53,21 @@ def test_negative_ttft_is_ignored():
 def test_windows_under_load(given, busy, expected):
     from sidecar.completion.load import windows_under_load
     assert windows_under_load(*given, busy) == expected
+
+
+def test_the_managed_engine_is_never_busy():
+    """Slow answers from our own child engine are our own prompts, not other users' load:
+    the windows must not halve (that broke the engine's cached prompt beginning)."""
+    from types import SimpleNamespace
+
+    from sidecar.completion.context_budget import ContextBudget
+    from sidecar.config import Settings
+    from sidecar.metrics import Metrics
+
+    shared = SimpleNamespace(provider="openai", name="vLLM at x", model="m", engine=None)
+    managed = SimpleNamespace(provider="local", name="local engine", model="m", engine=object())
+    for target, expected in ((shared, True), (managed, False)):
+        budget = ContextBudget(lambda: Settings(), lambda t=target: t, Metrics())
+        for ttft in [100.0] * 20 + [900.0] * 8:
+            budget.observe_load(target, ttft)
+        assert budget.busy() is expected
