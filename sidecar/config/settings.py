@@ -113,7 +113,7 @@ class Settings:
         None, range=(-1, 1000), backend=True, default_doc="all layers with a GPU build, else 0",
         doc="layers on the GPU (-1 = all)")
     local_threads: int | None = setting(
-        None, range=(1, 512), backend=True, default_doc="auto", doc="CPU threads of the managed engine")
+        None, range=(1, 512), backend=True, default_doc="auto", doc="decode threads of the managed engine (auto: all CPUs up to 4, else half)")
     # ----------------------------------------------------------- scheduling
     scheduling: str = setting(
         "adaptive", choices=("adaptive", "naive"),
