@@ -151,7 +151,7 @@ def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int)
     items = []
     if text:
         item = _item(text, place.lead, place.range, place.eol, place.encoding, f"u{req.id}.{seq}")
-        items.append(ls.protocol._converter.unstructure(item))
+        items.append(ls.protocol.to_json(item))
     ls.protocol.notify(NOTIFY_UPDATE, {
         "uri": req.uri,
         "version": req.version,

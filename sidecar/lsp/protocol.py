@@ -39,6 +39,12 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
                 return _Unanswerable()
             raise
 
+    def to_json(self, obj: Any) -> Any:
+        """An lsprotocol object as plain JSON data (dicts, lists, camelCase keys), for a
+        custom notification's payload (pygls' converter is private: only this module
+        touches it)."""
+        return self._converter.unstructure(obj)
+
     def handle_message(self, message: Any) -> None:
         if isinstance(message, _Unanswerable):
             return
