@@ -102,7 +102,8 @@ class EngineProcess:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        """The engine process's pid while it runs; None before the start and after it ended."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def command(self, model: Path) -> list[str]:
         """The child's command line: our launcher with llama-cpp-python server options."""
@@ -122,27 +123,32 @@ class EngineProcess:
         cmd += ["--n_threads", str(self.threads or default_threads())]
         return cmd
 
-    def check(self) -> Path:
+    def check(self, header: bool = True) -> Path:
         """The model file to load, checked (engine installed, the file a GGUF whose header
-        parses); reads the header, so call it off the event loop. Raises what
-        :meth:`spawn` raises for these causes. A file checked once is not read again."""
+        parses; without ``header`` only its first bytes are read); the header takes ~0.3 s,
+        so call it off the event loop. Raises what :meth:`spawn` raises for these causes.
+        A file whose header was checked once is not read again."""
         if not engine_installed():
             raise BackendError(ENGINE_MISSING, f"the embedded engine (llama-cpp-python) is not installed: "
                                                f"{INSTALL_HINT}", permanent=True)
         model = self.model_path or shipped_model_path()
         if self._checked != model:
-            check_model_file(model)
-            self._checked = model
+            check_model_file(model, header=header)
+            if header:
+                self._checked = model
         return model
 
-    def spawn(self) -> None:
-        """Start the child process (returns at once; see :meth:`wait_ready`).
+    def spawn(self, header: bool = True) -> None:
+        """Start the child process (returns at once; see :meth:`wait_ready`). With
+        ``header`` False the model's header is not parsed first: the caller checks it
+        (:meth:`check`) while the engine starts (``LocalEngineBackend``), which takes
+        the ~0.3 s of that parse off the first suggestion.
 
         Raises BackendError, ``permanent`` when retrying cannot help: llama-cpp-python is
         not installed (ENGINE_MISSING), the model file is missing or not a loadable GGUF
         (ENGINE); not permanent when the process cannot start.
         """
-        model = self.check()
+        model = self.check(header=header)
         self.port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:  # one earlier generation is kept: engine.log.1

@@ -143,7 +143,11 @@ async def test_crashing_engine_over_lsp_one_message_every_request_on_time(tmp_pa
     assert sum("restarting" in m for m in logged) >= 1, logged
 
 
-@pytest.mark.parametrize("content", [None, b"this is not a model\n"], ids=["missing", "not-gguf"])
+# The third: GGUF's magic and a header that does not parse. The engine starts before the
+# header is parsed (the parse runs while it loads); the parse's error must still stop it
+# and be the one the user sees, permanent.
+@pytest.mark.parametrize("content", [None, b"this is not a model\n", b"GGUF\x03\x00\x00\x00" + b"\xff" * 64],
+                         ids=["missing", "not-gguf", "bad-header"])
 async def test_bad_model_file_is_permanent_and_named(tmp_path, content):
     model = tmp_path / "model.gguf"
     if content is not None:
@@ -155,10 +159,11 @@ async def test_bad_model_file_is_permanent_and_named(tmp_path, content):
         st = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
         shown = [m.message for m in client.messages]
     assert all(r is None and took < 2.5 for r, took in answers), answers
-    assert st["status"]["enginePid"] is None  # nothing was started
+    assert st["status"]["enginePid"] is None  # no engine runs
     popups = [m for m in shown if str(model) in m]
     assert len(popups) == 1, shown
-    assert ("not found" if content is None else "not a GGUF") in popups[0]
+    expected = "not found" if content is None else "cannot be loaded" if content.startswith(b"GGUF") else "not a GGUF"
+    assert expected in popups[0], popups
 
 
 @pytest.mark.parametrize("engine", ["llama-server", "ollama"])
