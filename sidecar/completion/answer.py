@@ -1,7 +1,8 @@
 """The answer policy: when a request that follows a stream is answered, and with what.
 
 A request is answered as soon as the stream's first line is complete (the model wrote a
-line break after some text, or the postprocessing filter ended the suggestion), or
+line break after some text, or the postprocessing filter ended the suggestion) with the
+lines finished by then, or
 ``first_line_deadline_ms`` after the first text arrived with what is there (only for a
 client that renders updates: the rest follows as ``sidecar/inlineCompletionUpdate``),
 or at the end of the stream. A client that gets no updates is answered only with
@@ -47,8 +48,9 @@ async def follow(req: Request, s: InflightStream, typed: str, *, first_line_dead
                 rem = s.remainder(typed, req.ctx)
                 return Answer(rem, "stream" if not typed else "joined", s, typed) if rem else None
             if s.filter.done or ("\n" in produced.lstrip("\n") and not (whole and s.ctx.multiline)):
-                # The first line is complete.
-                rem = s.remainder(typed, req.ctx, finished_lines_only=whole)
+                # The first line is complete: answer with the finished lines (a line the
+                # model is still writing follows as an update, or is asked for again).
+                rem = s.remainder(typed, req.ctx, finished_lines_only=True)
                 if rem:
                     return Answer(rem, "stream" if not typed else "joined", s, typed)
             timeout = None

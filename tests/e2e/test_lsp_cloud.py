@@ -92,6 +92,9 @@ async def test_utf16_columns_after_non_ascii(tmp_path, sim):
 
 async def test_crlf_document(tmp_path, sim):
     sim.script(["total = 0\n    for x in xs:\n        total += x"])
+    # Slow enough that the stream is still running when the first line is finished, on a
+    # loaded machine too (at 500 tokens/s it could be over before the request is answered).
+    sim.set_latency(LatencyModel(ttft_ms=10, tokens_per_s=25, seed=1))
     text = "def total(xs):\r\n    \r\n    return total\r\n"
     async with sidecar(cloud_env(tmp_path, sim)) as client:
         open_doc(client, "file:///w/crlf.py", text)
