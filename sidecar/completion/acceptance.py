@@ -10,6 +10,7 @@ by default). Counters: ``suggestions.shown``, ``tokens.shown``, ``accepted``,
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Callable
 
 from . import tokens
 from .prefetch import next_line_indent
@@ -24,13 +25,17 @@ class Acceptance:
 
     def __init__(self, metrics) -> None:
         self.metrics = metrics
-        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str]] = OrderedDict()
+        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str]] = OrderedDict()
+        #: Called with ``(uri, doc_prefix, taken, eol)`` for each accept that took text
+        #: (``retention.py`` follows it through later edits).
+        self.on_taken: Callable[[str, str, str, str], None] | None = None
 
     def shown(self, item_id: str, req: Request, text: str) -> None:
         """Remember a suggestion handed to the editor, so an accept can be traced back."""
         self.metrics.count("suggestions.shown")
         self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
-        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix)
+        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
+                                req.ctx.eol)
         while len(self._shown) > MAX_SHOWN:
             self._shown.popitem(last=False)
 
@@ -44,9 +49,11 @@ class Acceptance:
         rec = self._shown.get(item_id)
         if rec is None:
             return None
-        uri, doc_prefix, doc_suffix, text, language, line_suffix = rec
+        uri, doc_prefix, doc_suffix, text, language, line_suffix, eol = rec
         taken = take_units(text, chars) if chars is not None else text
         self.metrics.count("accepted_chars", len(taken))
+        if taken and self.on_taken is not None:
+            self.on_taken(uri, doc_prefix, taken, eol)
         self.metrics.count("tokens.accepted", tokens.count(taken) if taken else 0)
         if taken != text:
             self.metrics.count("accepted_partial")

@@ -26,6 +26,7 @@ from .cache import CompletionCache
 from .context_budget import ContextBudget
 from .naive import NaivePipeline
 from .reports import Reports
+from .retention import RetentionTracker
 from .scheduler import Scheduler
 from .stream import StreamDeps, StreamRunner
 from .updates import UpdateSink
@@ -70,6 +71,9 @@ class CompletionService:
         self.scheduler = Scheduler(self.upstream, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
                                    cache=self.cache)
         self._naive = NaivePipeline(self.streams, self.metrics)
+        # Accepted-and-retained characters; the LSP layer sets ``retention.text_of``.
+        self.retention = RetentionTracker(self.metrics, horizons_s=(settings.retained_short_s, settings.retained_long_s))
+        self.scheduler.acceptance.on_taken = self.retention.accepted
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -135,6 +139,7 @@ class CompletionService:
 
     async def aclose(self) -> None:
         self.scheduler.close_all()
+        self.retention.close()
         if self.cache is not None:
             await self.cache.close()
         for t in list(self._bg):
@@ -165,6 +170,7 @@ class CompletionService:
 
     def close_document(self, uri: str) -> None:  # its request, stream and prefetch end
         self.scheduler.close_document(uri)
+        self.retention.closed(uri)
 
     def pipeline(self) -> Scheduler | NaivePipeline:
         """What answers the next request: the scheduler, or ``naive.py`` (a ``Request`` in,

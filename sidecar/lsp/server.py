@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -24,7 +25,9 @@ from ..completion.crossfile import CrossFileContext
 from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, normalize
 from ..observability.redact import redact
+from .documents import encoding_name
 from .inline import CMD_ACCEPT, inline_completion, send_update
+from .positions import offset_at
 from .commands import stats_payload, switch_mode, write_stats_forever
 from .negotiation import client_renders_updates, without_updates_option
 from .protocol import SidecarProtocol
@@ -129,6 +132,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             on_log=ls.log_notice, on_progress=ls.on_progress,
         )
         ls.service.contexts.crossfile = ls.crossfile
+        ls.service.retention.text_of = lambda uri: _open_text(ls, uri)
         log.info("backend: %s, model %s", ls.service.backend.name, ls.service.backend.model)
         if settings.provider_note and settings.resolved_mode != "local":
             log.warning("provider: %s", settings.provider_note)
@@ -171,6 +175,9 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         ls.crossfile.record_change(params.text_document.uri, params.content_changes)
         if ls.service is not None:
             ls.service.keystroke(params.text_document.uri)
+            encoding = encoding_name(ls.workspace.position_encoding)
+            ls.service.retention.changed(params.text_document.uri, params.content_changes,
+                                         lambda text, line, character: offset_at(text, line, character, encoding))
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def on_close(ls: SidecarServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -226,3 +233,9 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         return {"cleared": await ls.service.clear_cache(), "enabled": True}
 
     return server
+
+
+def _open_text(ls: SidecarServer, uri: str) -> str | None:
+    """The text of ``uri`` if the editor has it open (never read from disk)."""
+    doc = ls.workspace.text_documents.get(unquote(uri))  # pygls keys documents by the unquoted URI
+    return doc.source if doc is not None else None

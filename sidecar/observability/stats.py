@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..completion import retention
+
 
 async def completion_stats(service: Any) -> dict[str, Any]:
     """The ``sidecar.stats`` payload: counters, latency percentiles in ms, cache,
@@ -20,6 +22,9 @@ async def completion_stats(service: Any) -> dict[str, Any]:
         "accepted": c.get("accepted", 0),
         "accepted_chars": c.get("accepted_chars", 0),
         "rate": (c.get("accepted", 0) / shown) if shown else None,
+        # Accepted characters still in the document at each horizon (completion/retention.py).
+        "retained": retention.summary(c),
+        "following": service.retention.following(),
     }
     snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
     snap["status"] = service.status("ready")
