@@ -113,14 +113,14 @@ class RetentionTracker:
             if text is not None and text.startswith(u.text, u.offset):
                 self._texts[uri] = text
                 alive = [u.offset + i for i, ch in enumerate(u.text) if ch != "\r"]
-                self._follow(_Tracked(uri, alive, u.total, set(self.horizons_s)))
+                self._start_following(_Tracked(uri, alive, u.total, set(self.horizons_s)))
             elif now < u.until:
                 keep.append(u)
             else:
                 self.metrics.count("retention.unplaced")
         self._unplaced = keep
 
-    def _follow(self, t: _Tracked) -> None:
+    def _start_following(self, t: _Tracked) -> None:
         self._tracked.append(t)
         try:
             loop = asyncio.get_running_loop()
