@@ -23,8 +23,12 @@ MAX_SHOWN = 256
 class Acceptance:
     """The last ``MAX_SHOWN`` suggestions shown, by item id, and the accept counters."""
 
-    def __init__(self, metrics) -> None:
+    def __init__(self, metrics, gate=None) -> None:
         self.metrics = metrics
+        self.gate = gate  # the confidence gate (gate.py): told what became of each suggestion
+        # Per document, the last suggestion shown and not labelled yet: ``(item id,
+        # doc_prefix, doc_suffix, text, gate features)``.
+        self._open: dict[str, tuple[str, str, str, str, object]] = {}
         self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str]] = OrderedDict()
         #: Called with ``(uri, doc_prefix, taken, eol)`` for each accept that took text
         #: (``retention.py`` follows it through later edits).
@@ -36,8 +40,38 @@ class Acceptance:
         self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
         self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
                                 req.ctx.eol)
+        if req.gate_features is not None:
+            self._open[req.uri] = (item_id, req.doc_prefix, req.doc_suffix, text, req.gate_features)
         while len(self._shown) > MAX_SHOWN:
             self._shown.popitem(last=False)
+
+    def _label(self, item_id: str, accepted: bool) -> None:
+        """Tell the gate what became of the open suggestion ``item_id`` (once)."""
+        for uri, rec in list(self._open.items()):
+            if rec[0] == item_id:
+                del self._open[uri]
+                if self.gate is not None:
+                    self.gate.outcome(rec[4], accepted)
+
+    def moved_on(self, req: Request) -> None:
+        """A new request in ``req.uri``: the suggestion last shown there was typed out by
+        hand (its first line: an accept), is still being typed through (no label yet), is
+        asked for again at the same place (no label), or was passed over (a reject)."""
+        rec = self._open.get(req.uri)
+        if rec is None:
+            return
+        item_id, prefix, suffix, text, _f = rec
+        if req.doc_prefix.startswith(prefix):
+            typed = req.doc_prefix[len(prefix):]
+            first = _first_line(text)
+            if first.strip() and typed.startswith(first):
+                self._label(item_id, True)
+                return
+            if not typed and req.doc_suffix == suffix:
+                return  # the same place again
+            if typed and text.startswith(typed):
+                return  # typing through it
+        self._label(item_id, False)
 
     def accepted(self, item_id: str, chars: int | None) -> tuple[str, str, str, str] | None:
         """Count the accept of ``item_id`` (``chars`` UTF-16 units of it, or all).
@@ -46,6 +80,7 @@ class Acceptance:
         once the user is on the next line, when the whole suggestion was taken and nothing
         follows it on its line (the next line is worth speculating); else None."""
         self.metrics.count("accepted")
+        self._label(item_id, True)
         rec = self._shown.get(item_id)
         if rec is None:
             return None
@@ -63,6 +98,11 @@ class Acceptance:
         accepted_prefix = doc_prefix + text
         last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1:]
         return uri, accepted_prefix + "\n" + next_line_indent(last_line), doc_suffix, language
+
+
+def _first_line(text: str) -> str:
+    body = text[1:] if text.startswith("\n") else text
+    return ("\n" if text.startswith("\n") else "") + body.split("\n", 1)[0]
 
 
 def take_units(text: str, units: int) -> str:

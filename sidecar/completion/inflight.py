@@ -40,6 +40,9 @@ class InflightStream:
         self.filter = StreamFilter(ctx)
         self.started_at = time.perf_counter()
         self.first_text_at = 0.0
+        #: Per-token natural log-probabilities of the text so far, where the backend sent
+        #: them (None: it did not); the confidence gate reads them (gate.py).
+        self.logprobs: list[float] | None = None
         self.done = False
         self.aborted = False
         self.failed = False

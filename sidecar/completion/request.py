@@ -51,6 +51,8 @@ class Request:
     # Whether the client renders ``sidecar/inlineCompletionUpdate`` (it said so at
     # ``initialize``). A client that does not gets only complete lines: no stub answer.
     updates: bool = True
+    # The confidence gate's features of the answer shown (``gate.Features``), for labels.
+    gate_features: Any = None
 
 
 @dataclass

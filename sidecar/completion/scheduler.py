@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
+from .gate import Gate
 from .answer import DIVERGED, follow
 from .deadline import answer_at_deadline, on_cancel, request_deadline
 from .debounce import ceiling_ms, debounce_ms, superseded_within
@@ -56,14 +57,15 @@ class Scheduler:
     """
 
     def __init__(self, upstream: Upstream, *, on_update: UpdateSink, metrics: Metrics,
-                 cache: CompletionCache | None = None) -> None:
+                 cache: CompletionCache | None = None, gate: Gate | None = None) -> None:
         self.up = upstream
+        self.gate = gate if gate is not None else Gate(metrics, enabled=False)
         self._cache = cache
         self.metrics = metrics
         self.docs = DocStates(metrics)
         self._ids = itertools.count(1)
         self.slots = StreamSlots()
-        self.acceptance = Acceptance(metrics)
+        self.acceptance = Acceptance(metrics, self.gate)
         self.prefetch = Prefetcher(upstream, self.docs.by_uri, self.slots, metrics, cache, self._stream_ended)
         self.streams = StreamLauncher(upstream, self.docs, self.slots, self.prefetch, metrics,
                                       on_update=on_update, on_end=self._stream_ended)
@@ -100,6 +102,7 @@ class Scheduler:
         req.trace_id = new_trace_id()  # follows this completion into every task it starts
         doc = self.docs.get(req.uri)
         self.metrics.count("sched.requests")
+        self.acceptance.moved_on(req)  # the last suggestion shown here: taken by typing, or rejected
         # 1. Supersede: the document's previous request is answered with what it has.
         prev = doc.latest
         doc.latest = req
@@ -117,6 +120,13 @@ class Scheduler:
             raise
         finally:
             req.finished = True
+        if answer is not None and answer.text and self.gate.enabled:
+            # The confidence gate (gate.py): held back, the request gets nothing and
+            # nothing is speculated on it; the stream runs on for later requests.
+            req.gate_features = self.gate.features_of(req.ctx, answer.text, answer.source,
+                                                      answer.stream.logprobs if answer.stream is not None else None)
+            if not self.gate.admit(req.gate_features):
+                return None
         if answer is not None and doc.latest is req:
             self.streams.after_answer(doc, req, answer)  # 6. updates, then speculation
         return answer

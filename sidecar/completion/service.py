@@ -24,6 +24,7 @@ from ..providers import is_local
 from . import tokens
 from .cache import CompletionCache
 from .context_budget import ContextBudget
+from .gate import Gate
 from .naive import NaivePipeline
 from .reports import Reports
 from .retention import RetentionTracker
@@ -34,6 +35,10 @@ from .upstream import BackendUpstream
 
 log = logging.getLogger(__name__)
 
+
+
+#: The gate model's name among the cache file's states.
+GATE_STATE = "gate"
 
 
 class CompletionService:
@@ -54,6 +59,7 @@ class CompletionService:
         self._on_progress = on_progress or (lambda _k, _m: None)
         self._on_status = on_status or (lambda _d: None)
         self._prewarm_task: asyncio.Task[None] | None = None
+        self._gate_write: asyncio.Future[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
         self.reports = Reports(self.metrics, on_error=on_error, on_log=self._on_log,
                                on_slow=lambda: self._on_status(self.status("slow")),
@@ -68,8 +74,12 @@ class CompletionService:
             metrics=self.metrics, reports=self.reports, contexts=self.contexts,
             spare_connection=self._spare_connection))
         self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
+        self.gate = Gate(self.metrics, enabled=settings.gate_enabled, threshold=settings.gate_threshold,
+                         load=(lambda: self.cache.get_state(GATE_STATE)) if self.cache else None,
+                         save=(lambda v: self.cache.put_state(GATE_STATE, v)) if self.cache else None)
+        self.gate.on_learned = self._persist_gate
         self.scheduler = Scheduler(self.upstream, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
-                                   cache=self.cache)
+                                   cache=self.cache, gate=self.gate)
         self._naive = NaivePipeline(self.streams, self.metrics)
         # Accepted-and-retained characters; the LSP layer sets ``retention.text_of``.
         self.retention = RetentionTracker(self.metrics, horizons_s=(settings.retained_short_s, settings.retained_long_s))
@@ -82,6 +92,7 @@ class CompletionService:
         self._prewarm()
         if self.cache is not None:
             self._spawn(self.cache.open())  # lookups wait for it
+            self._spawn(self.gate.restore())  # the model learned in earlier sessions
         self._spawn(self._report_ready())
         # Load the tokenizer's BPE table (~0.1 s) off the keystroke path.
         self._spawn(asyncio.to_thread(tokens.encoding))
@@ -122,6 +133,7 @@ class CompletionService:
         """
         old = self.settings
         self.settings = settings
+        self.gate.enabled, self.gate.threshold = settings.gate_enabled, settings.gate_threshold
         if not backend_changed(old, settings):
             return False
         previous = self.backend
@@ -140,6 +152,7 @@ class CompletionService:
     async def aclose(self) -> None:
         self.scheduler.close_all()
         self.retention.close()
+        await self.gate.persist()
         if self.cache is not None:
             await self.cache.close()
         for t in list(self._bg):
@@ -172,6 +185,13 @@ class CompletionService:
         self.scheduler.close_document(uri)
         self.retention.closed(uri)
 
+    def _persist_gate(self) -> None:
+        """The gate learned: store its model (one write in flight at a time)."""
+        if self._gate_write is None or self._gate_write.done():
+            self._gate_write = asyncio.ensure_future(self.gate.persist())
+            self._bg.add(self._gate_write)
+            self._gate_write.add_done_callback(self._bg.discard)
+
     def pipeline(self) -> Scheduler | NaivePipeline:
         """What answers the next request: the scheduler, or ``naive.py`` (a ``Request`` in,
         an ``Answer`` out, either way)."""
@@ -184,8 +204,10 @@ class CompletionService:
             self.scheduler.prefetch.speculate(*nxt, "next_line")
 
     async def clear_cache(self) -> int:
-        """Empty the completion cache (and forget finished streams); entries removed."""
+        """Empty the completion cache (and forget finished streams); entries removed. The
+        confidence gate forgets what it learned (its model is kept in the same file)."""
         self.scheduler.forget_streams()
+        self.gate.reset()
         return await self.cache.clear() if self.cache is not None else 0
 
     def _target(self) -> Backend:

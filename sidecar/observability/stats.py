@@ -26,6 +26,7 @@ async def completion_stats(service: Any) -> dict[str, Any]:
         "retained": retention.summary(c),
         "following": service.retention.following(),
     }
+    snap["gate"] = service.gate.summary()
     snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
     snap["status"] = service.status("ready")
     snap["runtime"] = {**service.scheduler.snapshot(), "busy_connections": service.backend.busy_connections()}

@@ -71,6 +71,16 @@ class CompletionCache:
             self._opening = asyncio.ensure_future(self.store.open())
         await asyncio.shield(self._opening)
 
+    async def get_state(self, name: str) -> str | None:
+        """A small named state kept in the file (``SqliteStore.get_state``); None without one."""
+        await self.open()
+        return await self.store.get_state(name) if self.store is not None else None
+
+    async def put_state(self, name: str, value: str) -> None:
+        """Keep ``value`` as state ``name`` in the file (nothing without persistence)."""
+        if self.store is not None:
+            await self.store.put_state(name, value)
+
     async def close(self) -> None:
         """Flush and close the file (bounded; see ``SqliteStore.close``). Idempotent; after
         it, lookups, puts and stats keep working on the memory layer alone."""

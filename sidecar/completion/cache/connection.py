@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_last_used ON entries(last_used);
 """
+#: Small named states kept with the cache (the confidence gate's model, completion/gate.py).
+#: Created on every connection, so a file of the same schema version gains it.
+_STATE_TABLE = "CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT NOT NULL, updated REAL NOT NULL)"
 
 
 class _Closed(Exception):
@@ -150,11 +153,14 @@ class _Connection:
                 if version != 0:
                     log.warning("cache schema version %s is not %s: rebuilding %s", version, SCHEMA_VERSION, self.path)
                 await db.execute("DROP TABLE IF EXISTS entries")
+                await db.execute("DROP TABLE IF EXISTS state")
                 for statement in (x.strip() for x in _SCHEMA.split(";")):
                     if statement:
                         await db.execute(statement)
                 await db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             await db.commit()
+        await db.execute(_STATE_TABLE)
+        await db.commit()
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
             if p.exists():

@@ -146,8 +146,33 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
             return {"entries": 0, "bytes": 0}
         return {"entries": n, "bytes": size}
 
+    async def get_state(self, name: str) -> str | None:
+        """The stored state ``name`` (None: none, or persistence is off)."""
+        db = self._db
+        if not self.enabled or self.closed or db is None:
+            return None
+        try:
+            async with db.execute("SELECT value FROM state WHERE name = ?", (name,)) as cur:
+                row = await cur.fetchone()
+        except (sqlite3.Error, ValueError) as exc:
+            await self._on_error(exc, db)
+            return None
+        return row[0] if row else None
+
+    async def put_state(self, name: str, value: str) -> None:
+        """Store ``value`` as state ``name`` (nothing when persistence is off)."""
+        db = self._db
+        if not self.enabled or self.closed or db is None:
+            return
+        try:
+            await db.execute("INSERT OR REPLACE INTO state (name, value, updated) VALUES (?, ?, ?)",
+                             (name, value, time.time()))
+            await db.commit()
+        except (sqlite3.Error, ValueError) as exc:
+            await self._on_error(exc, db)
+
     async def clear(self) -> int:
-        """Delete every row; returns how many there were."""
+        """Delete every row (and the stored states); returns how many entries there were."""
         self._pending.clear()
         self._touched.clear()
         db = self._db
@@ -157,6 +182,7 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
             async with db.execute("SELECT COUNT(*) FROM entries") as cur:
                 n = (await cur.fetchone())[0]
             await db.execute("DELETE FROM entries")
+            await db.execute("DELETE FROM state")
             await db.commit()
         except (sqlite3.Error, ValueError) as exc:
             await self._on_error(exc, db)

@@ -1,0 +1,258 @@
+"""The confidence gate: before a suggestion is shown, a small logistic model estimates
+how likely the user is to take it; below ``gate_threshold`` the request is answered with
+nothing (and nothing is speculated on it). The model learns on the user's machine from
+what the user does with what was shown, and is kept in the cache file, never sent.
+
+Features of a suggestion (:func:`features`; a few dozen weights in all):
+
+- the hole's kind: mid-word, mid-line, end of line, blank line (:func:`hole_kind`);
+- where the text came from: a fresh stream, the cache or a prefetch, typing-through;
+- the document's language (the common ones; the rest share one weight);
+- the first line's length in characters (``log1p``) and how many lines follow;
+- token log-probabilities of the first line (mean and minimum, natural log) where the
+  backend returned them; a flag says whether it did.
+
+Labels (:class:`Gate.outcome`): an accept is 1; a suggestion that was shown and not
+accepted while the user typed something else or moved away is 0; typing the
+suggestion's first line out by hand counts as an accept. One stochastic-gradient step
+per label (learning rate ``LEARNING_RATE``, a little L2 pull towards the default
+weights), so a run of rejects of one kind lowers that kind's estimate, which works as a
+higher bar for that kind, and accepts raise it again.
+
+The default weights come from the quality benchmark (``python -m devtools.bench quality
+--gate-fit``; docs/benchmarks.md, "Confidence gate"); ``sidecar.clearCache`` returns to
+them. Counters: ``gate.shown``, ``gate.held_back``, ``gate.accepted``,
+``gate.rejected``. See docs/architecture.md, "The confidence gate".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Sequence
+
+log = logging.getLogger(__name__)
+
+KINDS = ("mid_word", "mid_line", "end_of_line", "blank_line")
+#: Where a suggestion came from, folded from ``Answer.source``.
+ORIGINS = ("stream", "stored", "typed")
+LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "go", "rust", "java")
+FEATURE_NAMES = (
+    ("bias",) + tuple(f"kind={k}" for k in KINDS) + tuple(f"origin={o}" for o in ORIGINS)
+    + tuple(f"lang={lang}" for lang in LANGUAGES) + ("lang=other", "first_line_chars", "more_lines",
+                                                   "has_logprobs", "mean_logprob", "min_logprob")
+)
+#: Format of the stored model (``gate`` row of the cache file); another is ignored.
+STATE_VERSION = 1
+LEARNING_RATE = 0.05
+#: Per-feature share of the learning rate: the hole kind's weights learn fastest, so a run
+#: of rejects of one kind raises the bar for that kind more than for the others.
+RATE_SHARE = tuple(1.0 if n.startswith("kind=") else 0.3 for n in FEATURE_NAMES)
+#: Pull of each step towards the default weights (keeps one odd session from running off).
+L2 = 0.01
+
+#: Default weights (``FEATURE_NAMES`` order). Fitted on the quality benchmark's
+#: training files (docs/benchmarks.md, "Confidence gate"); see ``devtools/bench/gate_fit.py``.
+DEFAULT_WEIGHTS: tuple[float, ...] = (
+    1.0,                      # bias
+    1.0, 0.5, 0.3, -0.6,      # kind
+    0.0, 0.3, 0.3,            # origin
+    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,  # language
+    0.0, 0.0,                 # first line length, more lines
+    0.0, 0.0, 0.0,            # log-probabilities
+)
+DEFAULT_THRESHOLD = 0.5
+
+
+def hole_kind(line_prefix: str, line_suffix: str) -> str:
+    """The kind of hole at a cursor between ``line_prefix`` and ``line_suffix`` (the
+    cursor line's text before and after it): ``blank_line`` (only whitespace on the
+    line), ``mid_line`` (code after the cursor), ``mid_word`` (the cursor ends a word),
+    else ``end_of_line``."""
+    if not line_prefix.strip() and not line_suffix.strip():
+        return "blank_line"
+    if line_suffix.strip():
+        return "mid_line"
+    if line_prefix[-1:].isalnum() or line_prefix[-1:] == "_":
+        return "mid_word"
+    return "end_of_line"
+
+
+def origin_of(source: str) -> str:
+    """``Answer.source`` folded into ``ORIGINS``."""
+    if source in ("typed_through", "reshown", "joined"):
+        return "typed"
+    if source.startswith("cache") or source == "prefetch":
+        return "stored"
+    return "stream"
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the gate knows of one suggestion."""
+
+    kind: str
+    origin: str
+    language: str
+    first_line_chars: int
+    more_lines: int
+    mean_logprob: float | None = None  # natural log, per token of the first line
+    min_logprob: float | None = None
+
+    def vector(self) -> list[float]:
+        """The model's input, in ``FEATURE_NAMES`` order."""
+        lang = self.language if self.language in LANGUAGES else "other"
+        has = self.mean_logprob is not None and self.min_logprob is not None
+        return ([1.0] + [1.0 if self.kind == k else 0.0 for k in KINDS]
+                + [1.0 if self.origin == o else 0.0 for o in ORIGINS]
+                + [1.0 if lang == x else 0.0 for x in (*LANGUAGES, "other")]
+                + [math.log1p(self.first_line_chars) / 4, math.log1p(self.more_lines),
+                   1.0 if has else 0.0,
+                   max(-10.0, self.mean_logprob) / 5 if has else 0.0,  # type: ignore[arg-type]
+                   max(-20.0, self.min_logprob) / 10 if has else 0.0])  # type: ignore[arg-type]
+
+
+def features(text: str, kind: str, source: str, language: str,
+             logprobs: Sequence[float] | None = None) -> Features:
+    """The features of suggestion ``text`` (``\\n`` line breaks; a leading line break
+    belongs to the first line) at a hole of ``kind``. ``logprobs``: per-token natural
+    log-probabilities of the first line, when the backend sent them."""
+    body = text[1:] if text.startswith("\n") else text
+    first, _, rest = body.partition("\n")
+    lps = [lp for lp in (logprobs or ()) if isinstance(lp, (int, float)) and math.isfinite(lp)]
+    return Features(kind=kind, origin=origin_of(source), language=language.lower(),
+                    first_line_chars=len(first.strip()), more_lines=rest.count("\n") + (1 if rest else 0),
+                    mean_logprob=sum(lps) / len(lps) if lps else None, min_logprob=min(lps) if lps else None)
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1 / (1 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1 + e)
+
+
+class GateModel:
+    """Logistic regression over ``Features.vector()``."""
+
+    def __init__(self, weights: Sequence[float] = DEFAULT_WEIGHTS) -> None:
+        if len(weights) != len(FEATURE_NAMES):
+            raise ValueError(f"{len(weights)} weights for {len(FEATURE_NAMES)} features")
+        self.weights = [float(w) for w in weights]
+        self.updates = 0
+
+    def p_accept(self, f: Features) -> float:
+        """Estimated probability (0..1) that the user takes the suggestion."""
+        return _sigmoid(sum(w * x for w, x in zip(self.weights, f.vector())))
+
+    def learn(self, f: Features, accepted: bool, lr: float = LEARNING_RATE) -> None:
+        """One gradient step on the log-loss of ``f`` labelled ``accepted``."""
+        x = f.vector()
+        err = (1.0 if accepted else 0.0) - self.p_accept(f)
+        for i, (w, xi) in enumerate(zip(self.weights, x)):
+            self.weights[i] = w + lr * RATE_SHARE[i] * (err * xi - L2 * (w - DEFAULT_WEIGHTS[i]))
+        self.updates += 1
+
+    def to_json(self) -> str:
+        return json.dumps({"version": STATE_VERSION, "features": list(FEATURE_NAMES),
+                           "weights": self.weights, "updates": self.updates})
+
+    @classmethod
+    def from_json(cls, text: str) -> GateModel | None:
+        """The stored model, or None when it is not one of this version and features."""
+        try:
+            d = json.loads(text)
+            if d.get("version") != STATE_VERSION or tuple(d.get("features", ())) != FEATURE_NAMES:
+                return None
+            m = cls(d["weights"])
+            m.updates = int(d.get("updates", 0))
+            return m
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+#: ``(load, save)`` of the model's stored JSON (the cache file's ``gate`` row).
+Load = Callable[[], Awaitable[str | None]]
+Save = Callable[[str], Awaitable[None]]
+
+
+class Gate:
+    """The gate of one session: decide, learn, remember (module doc)."""
+
+    def __init__(self, metrics: Any, *, enabled: bool = True, threshold: float = DEFAULT_THRESHOLD,
+                 load: Load | None = None, save: Save | None = None) -> None:
+        self.metrics = metrics
+        self.enabled = enabled
+        self.threshold = threshold
+        self.model = GateModel()
+        self._load, self._save = load, save
+        self._dirty = False
+        #: Called after each label (the service stores the model then).
+        self.on_learned: Callable[[], None] | None = None
+
+    async def restore(self) -> None:
+        """Take the stored model, if there is one of this format."""
+        if self._load is None:
+            return
+        try:
+            text = await self._load()
+        except Exception:  # noqa: BLE001 - the cache file may be off or broken
+            log.debug("gate: no stored model", exc_info=True)
+            return
+        m = GateModel.from_json(text) if text else None
+        if m is not None:
+            self.model = m
+
+    async def persist(self) -> None:
+        """Store the model if it learned since the last time."""
+        if not self._dirty or self._save is None:
+            return
+        self._dirty = False
+        try:
+            await self._save(self.model.to_json())
+        except Exception:  # noqa: BLE001
+            log.debug("gate: storing the model failed", exc_info=True)
+
+    def reset(self) -> None:
+        """Back to the default weights (``sidecar.clearCache``)."""
+        self.model = GateModel()
+        self._dirty = False
+
+    @staticmethod
+    def features_of(ctx: Any, text: str, source: str, logprobs: Sequence[float] | None = None) -> Features:
+        """The features of answer ``text`` (from ``source``) for a request at ``ctx``
+        (a ``CompletionContext``)."""
+        return features(text, hole_kind(ctx.line_prefix, ctx.line_suffix), source, ctx.language, logprobs)
+
+    def admit(self, f: Features) -> bool:
+        """Show a suggestion with features ``f``? Counts ``gate.shown`` / ``gate.held_back``."""
+        if not self.enabled:
+            return True
+        if self.model.p_accept(f) < self.threshold:
+            self.metrics.count("gate.held_back")
+            self.metrics.count(f"gate.held_back.{f.kind}")
+            return False
+        self.metrics.count("gate.shown")
+        return True
+
+    def outcome(self, f: Features, accepted: bool) -> None:
+        """What the user did with a suggestion that was shown (module doc, "Labels")."""
+        self.metrics.count("gate.accepted" if accepted else "gate.rejected")
+        self.model.learn(f, accepted)
+        self._dirty = True
+        if self.on_learned is not None:
+            self.on_learned()
+
+    def summary(self) -> dict[str, Any]:
+        """The ``gate`` part of ``sidecar.stats``: the setting, the counters and, per hole
+        kind, the estimate for a typical fresh 30-character one-line suggestion in an
+        unlisted language without log-probabilities."""
+        c = self.metrics.snapshot()["counters"]
+        return {
+            "enabled": self.enabled, "threshold": self.threshold, "updates": self.model.updates,
+            "shown": c.get("gate.shown", 0), "held_back": c.get("gate.held_back", 0),
+            "accepted": c.get("gate.accepted", 0), "rejected": c.get("gate.rejected", 0),
+            "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
+        }

@@ -1,0 +1,101 @@
+"""The confidence gate over real stdio (completion/gate.py): accepts raise a hole kind's
+estimate, a run of rejected suggestions of one kind lowers it until that kind is held
+back (answered with nothing), the learned model survives a restart in the cache file,
+and ``sidecar.clearCache`` returns to the defaults."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from lsprotocol import types
+
+from conftest import inline_params, open_doc, sidecar, sidecar_env
+from devtools.simulator import LatencyModel, SimulatedBackend
+
+pytestmark = pytest.mark.timeout(120)
+URI = "file:///w/gate.py"
+# Two blank lines inside a function: moving between them passes over the suggestion.
+TEXT = "def f(xs):\n    \n    y = 1\n    \n    return y\n"
+BLANKS = ((1, 4), (3, 4))
+
+
+@pytest.fixture
+async def sim():
+    async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=2000, seed=5)) as s:
+        s.set_responder(lambda body: "total = sum(xs)")
+        yield s
+
+
+def env_for(tmp_path, sim):
+    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false")
+
+
+async def cmd(client, name, *args):
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
+
+
+async def ask(client, line, col):
+    return await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, line, col)), 20)
+
+
+async def p_blank(client):
+    gate = (await cmd(client, "sidecar.stats"))["gate"]
+    return gate["p_accept"]["blank_line"], gate
+
+
+async def test_rejects_raise_the_bar_accepts_lower_it_and_the_model_persists(tmp_path, sim):
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT)
+        start, gate = await p_blank(client)
+        assert gate["enabled"] and gate["updates"] == 0
+        # Accepts (the editor runs each item's command) raise the estimate.
+        for i in range(4):
+            r = await ask(client, *BLANKS[i % 2])
+            item = r.items[0]
+            await cmd(client, item.command.command, *item.command.arguments)
+        after_accepts, gate = await p_blank(client)
+        assert after_accepts > start and gate["accepted"] == 4
+        # Passing over a shown suggestion (asking at the other blank line) is a reject.
+        held = None
+        for i in range(40):
+            r = await ask(client, *BLANKS[i % 2])
+            if r is None:
+                held = i
+                break
+        assert held is not None, "a run of rejects never held a suggestion back"
+        low, gate = await p_blank(client)
+        assert low < gate["threshold"] < start
+        assert gate["held_back"] >= 1 and gate["rejected"] >= held
+        # The kind that was rejected fell furthest.
+        drop = {k: v for k, v in gate["p_accept"].items()}
+        assert drop["blank_line"] == min(drop.values())
+        learned = gate["updates"]
+    # A new session on the same cache file starts from the learned model.
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT)
+        for _ in range(50):
+            again, gate = await p_blank(client)
+            if gate["updates"]:
+                break
+            await asyncio.sleep(0.05)
+        assert gate["updates"] == learned and again == pytest.approx(low, abs=1e-3)
+        assert await ask(client, *BLANKS[0]) is None  # still held back
+        cleared = await cmd(client, "sidecar.clearCache")
+        assert cleared is not None
+        fresh, gate = await p_blank(client)
+        assert fresh == pytest.approx(start) and gate["updates"] == 0
+        r = await ask(client, *BLANKS[1])
+        assert r is not None and r.items[0].insert_text == "total = sum(xs)"
+
+
+async def test_the_setting_turns_it_off(tmp_path, sim):
+    env = env_for(tmp_path, sim)
+    env["SIDECAR_GATE"] = "false"
+    async with sidecar(env) as client:
+        open_doc(client, URI, TEXT)
+        for i in range(30):  # rejects are not even counted
+            r = await ask(client, *BLANKS[i % 2])
+            assert r is not None
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert gate["enabled"] is False and gate["held_back"] == 0 and gate["rejected"] == 0
