@@ -88,6 +88,8 @@ class OpenAIRoutes:
         record.tokens_total = len(plan.pieces)
         shape_cls = ChatShape if chat else CompletionShape
         shape: Shape = shape_cls(f"{'chatcmpl' if chat else 'cmpl'}-{record.trace_id}", int(time.time()), params.model)
+        if not chat and isinstance(record.body.get("logprobs"), int) and record.body["logprobs"] is not True:
+            shape.logprob = self.token_logprob  # type: ignore[attr-defined]
         latency = self.latency
         if self.engine is not None:
             text_in = engine_prompt(record.body)

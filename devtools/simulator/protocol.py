@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .tokens import count_tokens
 
@@ -161,8 +161,16 @@ class CompletionShape(Shape):
     chunk_object = "text_completion"
     full_object = "text_completion"
 
+    #: When set (the request asked for ``logprobs``): ``token text -> log-probability``
+    #: for each chunk's legacy ``logprobs`` object (OpenAI API reference, "Completions").
+    logprob: Callable[[str], float] | None = None
+
     def token_chunk(self, text: str) -> dict[str, Any]:
-        return self._envelope(self.chunk_object, [{"index": 0, "text": text, "finish_reason": None}])
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": None}
+        if self.logprob is not None:
+            choice["logprobs"] = {"tokens": [text], "token_logprobs": [self.logprob(text)],
+                                  "top_logprobs": None, "text_offset": [0]}
+        return self._envelope(self.chunk_object, [choice])
 
     def final_chunk(self, finish_reason: str, use: dict[str, int]) -> dict[str, Any]:
         return self._envelope(

@@ -103,6 +103,9 @@ class SimulatedBackend(Controls, RecordQueries, OpenAIRoutes, LlamaServerRoutes,
         self._initial_latency = latency if latency is not None else LatencyModel()
         self.latency = self._initial_latency
         self.responder = responder
+        #: ``token text -> log-probability`` sent where a /v1/completions request asks
+        #: for ``logprobs`` (a test replaces it to make the model sure or unsure).
+        self.token_logprob: Callable[[str], float] = lambda _text: -0.05
         self.host = host
         self.model = model
         self.api_key = api_key

@@ -47,6 +47,10 @@ class StreamInfo:
     truncated: bool = False  # the connection ended without [DONE]
     usage: dict[str, Any] = field(default_factory=dict)
     phases: int = 1  # upstream requests this stream took (2: a healing grammar, then plain)
+    #: ``(token text, natural log-probability)`` of each generated token, where the
+    #: backend sent them (OpenAI ``logprobs``: legacy completions' ``token_logprobs``,
+    #: chat's ``logprobs.content``); empty otherwise. The confidence gate reads them.
+    token_logprobs: list[tuple[str, float]] = field(default_factory=list)
     #: Called by the backend when the response headers arrive (the first bytes from it).
     on_headers: Callable[[], None] | None = None
 

@@ -86,6 +86,7 @@ class _OpenAIEvents:
                 if choice.get("finish_reason"):
                     info.finish_reason = choice["finish_reason"]
                 text = _text_of(obj, chat, final=False)
+                _logprobs_of(choice, info.token_logprobs)
                 if text:
                     if not info.first_token_at:
                         info.first_token_at = time.perf_counter()
@@ -100,6 +101,26 @@ def _error_text(err: object) -> str:
     if isinstance(err, dict):
         return clip(str(err.get("message") or err))
     return clip(str(err))
+
+
+def _logprobs_of(choice: dict, out: list[tuple[str, float]]) -> None:
+    """Append a chunk's token log-probabilities to ``out``: the legacy completions shape
+    (``logprobs.tokens`` / ``logprobs.token_logprobs``, OpenAI API reference, "Completions")
+    or the chat shape (``logprobs.content[].token`` / ``.logprob``); anything else is
+    ignored."""
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        return
+    toks, vals = lp.get("tokens"), lp.get("token_logprobs")
+    if isinstance(toks, list) and isinstance(vals, list):
+        out.extend((t, float(v)) for t, v in zip(toks, vals)
+                   if isinstance(t, str) and isinstance(v, (int, float)) and not isinstance(v, bool))
+        return
+    content = lp.get("content")
+    if isinstance(content, list):
+        out.extend((c["token"], float(c["logprob"])) for c in content
+                   if isinstance(c, dict) and isinstance(c.get("token"), str)
+                   and isinstance(c.get("logprob"), (int, float)) and not isinstance(c.get("logprob"), bool))
 
 
 def _text_of(obj: dict | None, chat: bool, final: bool) -> str:

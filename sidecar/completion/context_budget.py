@@ -21,6 +21,10 @@ from ..backends.engine_start import warmup_prompt
 from ..providers import is_local
 from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
+from .prompts.eol import line_break_lift
+
+#: The suffix window at the end of a finished line (``ContextBudget.cut``), in tokens.
+EOL_SUFFIX_TOKENS = 256
 from .prompt_cost import prompt_text
 
 if TYPE_CHECKING:
@@ -78,11 +82,30 @@ class ContextBudget:
         the document of the last request), so the cache key matches; None when not
         completable."""
         try:
-            ctx = build_context(doc_prefix + doc_suffix, len(doc_prefix), language, *self.windows())
+            ctx = self.cut(doc_prefix + doc_suffix, len(doc_prefix), language)
         except NotCompletable:
             return None
         uri = uri or (self.crossfile.focus if self.crossfile else None)
         return self.add_crossfile(ctx, uri, doc_prefix.count("\n")) if uri else ctx
+
+    def cut(self, text: str, offset: int, language: str, cursor_line: int | None = None) -> CompletionContext:
+        """The windows around ``offset`` of ``text`` (``build_context``) at the sizes of
+        :meth:`windows`, except at the end of a finished line (where the prompt gets the
+        line-break lift, ``prompts/eol.py``): there the suffix window is the setting's
+        ``suffix_tokens`` at most ``EOL_SUFFIX_TOKENS``. What comes next is a new line, and
+        what follows the cursor is what tells the model which line is still missing.
+        Measured in-process on the quality fixtures' end-of-line holes (Qwen2.5-Coder-0.5B,
+        80 holes, two seeds): exact first line 18 of 80 with a 64-token suffix, 24 of 80
+        with 256 tokens, a plain FIM client with 1,000 characters 22 of 80.
+
+        Raises ``NotCompletable`` as ``build_context`` does."""
+        pre, suf = self.windows()
+        ctx = build_context(text, offset, language, pre, suf, cursor_line=cursor_line)
+        eol = min(self._settings().suffix_tokens, EOL_SUFFIX_TOKENS)
+        if suf < eol and line_break_lift(ctx, "template"):
+            self.metrics.count("context.eol_suffix")
+            ctx = build_context(text, offset, language, pre, eol, cursor_line=cursor_line)
+        return ctx
 
     def windows(self) -> tuple[int, int]:
         """``(prefix_tokens, suffix_tokens)`` to cut now: the latency budget's choice for

@@ -40,7 +40,7 @@ class Dialect:
     asks it to keep the KV cache, and token healing is *constrained* by a GBNF grammar
     (else *filtered*: ``healing/plan.py``). ``grammar_phases``: the grammar is dropped
     once the heal is out (llama-cpp-python, ``healing/phases.py``). ``max_stops``: most
-    stop sequences the API takes (None: any). ``chat_fim_fields``: chat requests also
+    stop sequences the API takes (None: any). ``logprobs``: see the field. ``chat_fim_fields``: chat requests also
     carry top-level ``prefix`` / ``suffix`` (SiliconFlow). ``native_fim``: the models
     documented to take native FIM (``suffix``) on this API, where that list decides the
     order (SiliconFlow's FIM guide); None where no such list exists."""
@@ -55,6 +55,11 @@ class Dialect:
     max_stops: int | None = None
     chat_fim_fields: bool = False
     native_fim: re.Pattern[str] | None = None
+    #: Takes OpenAI's ``logprobs`` (1 on /v1/completions, true on chat) and streams them
+    #: back (vLLM, SGLang, OpenAI-compatible servers); asked only while the confidence
+    #: gate is on. SiliconFlow does not document it; llama-cpp-python needs
+    #: ``logits_all``, which the managed engine turns off (memory and prompt speed).
+    logprobs: bool = False
 
     def strategy(self, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
         """The strategy for ``model`` under the ``fim`` ``setting``, skipping those the
@@ -90,7 +95,7 @@ def _ollama(model: str, setting: str) -> list[str]:
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("siliconflow", _siliconflow, max_stops=MAX_STOP_SEQUENCES, chat_fim_fields=True,
             native_fim=SILICONFLOW_NATIVE_FIM),
-    Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES),
+    Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES, logprobs=True),
     Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True),
     Dialect("llama-server", _infill, honours_setting=False, infill=True, llama_cpp=True),
     Dialect("ollama", _ollama, honours_setting=False, generate=True, max_stops=MAX_STOP_SEQUENCES),

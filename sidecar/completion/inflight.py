@@ -40,9 +40,6 @@ class InflightStream:
         self.filter = StreamFilter(ctx)
         self.started_at = time.perf_counter()
         self.first_text_at = 0.0
-        #: Per-token natural log-probabilities of the text so far, where the backend sent
-        #: them (None: it did not); the confidence gate reads them (gate.py).
-        self.logprobs: list[float] | None = None
         self.done = False
         self.aborted = False
         self.failed = False
@@ -73,6 +70,12 @@ class InflightStream:
         if doc_suffix != self.doc_suffix or not doc_prefix.startswith(self.doc_prefix):
             return None
         return doc_prefix[len(self.doc_prefix):]
+
+    @property
+    def logprobs(self) -> list[tuple[str, float]]:
+        """``(token, natural log-probability)`` of the text so far, where the backend sent
+        them (else empty); the confidence gate reads them (gate.py)."""
+        return self.filter.token_logprobs
 
     def agrees(self, typed: str) -> bool:
         """True when ``typed`` is consistent with the stream (see module doc)."""

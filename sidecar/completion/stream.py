@@ -33,6 +33,7 @@ from .context import CompletionContext
 from .outcome import StreamOutcome, record_outcome
 from .postprocess import StreamFilter
 from .prompts import build_request, choose_strategy
+from .dialects import dialect_for
 from .prompts.eol import line_break_lift
 from .warm import WarmBackends, warm_key_of
 
@@ -90,6 +91,9 @@ class StreamRunner:
         req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
                             api=target.api, model=model,
                             max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
+        if s.gate_enabled and dialect_for(target.api).logprobs and req.endpoint in ("completions", "chat/completions"):
+            # Token log-probabilities for the confidence gate (gate.py).
+            req.body["logprobs"] = 1 if req.endpoint == "completions" else True
         return plan, lift, req
 
     async def run(self, ctx: CompletionContext, filt: StreamFilter,
@@ -139,6 +143,7 @@ class StreamRunner:
             unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
             req.read_timeout_s = deadline_ms / 1000
             out.info = info = StreamInfo()
+            info.token_logprobs = filt.token_logprobs  # the gate reads them from the filter (gate.py)
             out.strategy = req.strategy
             svc.metrics.count("upstream.requests")
             try:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types
 
-from ..completion.context import NotCompletable, build_context
+from ..completion.context import NotCompletable
 from ..completion.request import Request
 from .documents import encoding_name
 from .positions import InvalidPosition, offset_at, units_of
@@ -89,8 +89,7 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
         replace_range = selected.range
 
     try:
-        ctx = build_context(text, offset, doc.language_id or "", *service.contexts.windows(),
-                            cursor_line=pos.line if selected is None else None)
+        ctx = service.contexts.cut(text, offset, doc.language_id or "", cursor_line=pos.line if selected is None else None)
         ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
     except NotCompletable as exc:
         log.info("no completion: %s", exc)

@@ -180,6 +180,9 @@ class StreamFilter:
         self._raw = ""
         self._cut: int | None = None  # index in _raw where the completion ends
         self._breaks = 0  # line breaks in _raw when the lines were last judged
+        #: The stream's token log-probabilities (``StreamInfo.token_logprobs``), where the
+        #: backend sent them; the stream runner shares its list here.
+        self.token_logprobs: list[tuple[str, float]] = []
 
     @property
     def done(self) -> bool:

@@ -1,0 +1,126 @@
+"""Fit and judge the confidence gate (``sidecar/completion/gate.py``) on a quality
+benchmark run made with the gate off: a held-out split by file.
+
+    python -m devtools.bench.gate_fit QUALITY_JSON [--system sidecar] [--test-files lru.go,histogram.rs]
+                                      [--max-chars-loss 5] [--out gate_fit.json]
+
+Each hole the system answered becomes one example: the gate's features of the shown
+text (``gate.features``: hole kind, language, first-line length, more lines; the answer
+counts as a fresh stream; no log-probabilities, which the benchmark's llama-cpp-python
+engine cannot give without ``logits_all``) and the label "some of it was right" (at least
+one accepted character). A logistic model is fitted on the training files (batch
+gradient descent from the defaults, the same L2 pull as online), and the threshold is
+the one that removes the most shown-and-wrong suggestions on the training files while
+accepted characters per hole fall by at most ``--max-chars-loss`` percent. Both are
+then applied, unchanged, to the test files, and a table prints one row per setting
+(gate off, gate on): suggestions shown, shown-and-wrong (no accepted character), exact
+first line among those shown, accepted characters per hole; the JSON has the weights
+and the rows. Exits 1 when the run had no answered hole on either side of the split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from sidecar.completion import gate
+
+LANG = {".py": "python", ".ts": "typescript", ".js": "javascript", ".c": "c", ".go": "go", ".rs": "rust",
+        ".java": "java", ".cpp": "cpp"}
+
+
+def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
+    """One example per hole of ``system`` in a quality.json ``run``."""
+    out = []
+    for r in run["columns"][system]["records"]:
+        file = r["hole"].split(":")[1]
+        shown = r.get("shown") or ""
+        f = gate.features(shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"))
+        out.append({"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
+                    "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
+                    "exact": r["score"]["exact"]})
+    return out
+
+
+def fit(train: list[dict[str, Any]], epochs: int = 400, lr: float = 0.1) -> list[float]:
+    """Batch gradient descent on the log-loss from the default weights."""
+    w = list(gate.DEFAULT_WEIGHTS)
+    shown = [e for e in train if e["shown"]]
+    for _ in range(epochs):
+        grad = [0.0] * len(w)
+        for e in shown:
+            p = 1 / (1 + math.exp(-sum(a * b for a, b in zip(w, e["x"]))))
+            err = (1.0 if e["right"] else 0.0) - p
+            for i, xi in enumerate(e["x"]):
+                grad[i] += err * xi
+        n = max(1, len(shown))
+        w = [wi + lr * (g / n - gate.L2 * (wi - d)) for wi, g, d in zip(w, grad, gate.DEFAULT_WEIGHTS)]
+    return w
+
+
+def row(exs: list[dict[str, Any]], w: list[float] | None, threshold: float) -> dict[str, Any]:
+    """The figures for ``exs`` with the gate off (``w`` None) or on."""
+    def passes(e):
+        if not e["shown"]:
+            return False
+        if w is None:
+            return True
+        return 1 / (1 + math.exp(-sum(a * b for a, b in zip(w, e["x"])))) >= threshold
+    shown = [e for e in exs if passes(e)]
+    holes = len(exs)
+    return {"holes": holes, "shown": len(shown), "shown_and_wrong": sum(1 for e in shown if not e["right"]),
+            "exact_among_shown": sum(1 for e in shown if e["exact"]),
+            "accepted_chars_per_hole": round(sum(e["chars"] for e in shown) / holes, 2) if holes else 0.0}
+
+
+def choose_threshold(train: list[dict[str, Any]], w: list[float], max_loss_pct: float) -> float:
+    off = row(train, None, 0.0)
+    best, best_wrong = 0.0, off["shown_and_wrong"]
+    for t in [i / 100 for i in range(1, 100)]:
+        on = row(train, w, t)
+        if off["accepted_chars_per_hole"] and \
+                on["accepted_chars_per_hole"] < off["accepted_chars_per_hole"] * (1 - max_loss_pct / 100):
+            continue
+        if on["shown_and_wrong"] < best_wrong:
+            best, best_wrong = t, on["shown_and_wrong"]
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("quality_json")
+    ap.add_argument("--system", default="sidecar")
+    ap.add_argument("--test-files", default="lru.go,histogram.rs")
+    ap.add_argument("--max-chars-loss", type=float, default=5.0)
+    ap.add_argument("--out", default="gate_fit.json")
+    a = ap.parse_args(argv)
+    run = json.loads(Path(a.quality_json).read_text(encoding="utf-8"))
+    exs = examples(run, a.system)
+    test_files = set(a.test_files.split(","))
+    train = [e for e in exs if e["file"] not in test_files]
+    test = [e for e in exs if e["file"] in test_files]
+    if not any(e["shown"] for e in train) or not any(e["shown"] for e in test):
+        print("gate_fit: no answered hole on one side of the split; nothing to fit", file=sys.stderr)
+        return 1
+    w = fit(train)
+    t = choose_threshold(train, w, a.max_chars_loss)
+    rows = {"train": {"off": row(train, None, t), "on": row(train, w, t)},
+            "test": {"off": row(test, None, t), "on": row(test, w, t)}}
+    print(f"gate fitted on {sorted({e['file'] for e in train})}, threshold {t:.2f}; "
+          f"held-out files {sorted(test_files)}")
+    cols = ("holes", "shown", "shown_and_wrong", "exact_among_shown", "accepted_chars_per_hole")
+    print(f"{'split/gate':<12}" + "".join(f"{c:>26}" for c in cols))
+    for split in ("train", "test"):
+        for g in ("off", "on"):
+            print(f"{split + '/' + g:<12}" + "".join(f"{rows[split][g][c]:>26}" for c in cols))
+    Path(a.out).write_text(json.dumps({"threshold": t, "weights": dict(zip(gate.FEATURE_NAMES, w)), "rows": rows},
+                                      indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
