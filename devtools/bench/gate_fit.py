@@ -4,8 +4,8 @@ benchmark run made with the gate off: a held-out split by file.
     python -m devtools.bench.gate_fit QUALITY_JSON [--system sidecar] [--test-files lru.go,histogram.rs]
                                       [--max-chars-loss 5] [--out gate_fit.json]
 
-Each hole the system answered becomes one example: the gate's features of the shown
-text (``gate.features``: hole kind, language, first-line length, more lines; the answer
+Each hole the system answered becomes one example: the gate's features of the first
+answer, which is what the gate scores (``gate.features``: hole kind, language, first-line length, more lines; the answer
 counts as a fresh stream; no log-probabilities, which the benchmark's llama-cpp-python
 engine cannot give without ``logits_all``) and the label "some of it was right" (at least
 one accepted character). A logistic model is fitted on the training files (batch
@@ -39,7 +39,9 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
     for r in run["columns"][system]["records"]:
         file = r["hole"].split(":")[1]
         shown = r.get("shown") or ""
-        f = gate.features(shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"))
+        # The gate scores the request's first answer (for a client with updates, the
+        # finished lines when the first line is complete); the label is the final text's.
+        f = gate.features(r.get("first") or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"))
         out.append({"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
                     "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
                     "exact": r["score"]["exact"]})

@@ -132,6 +132,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "holes": n,
         "answered": sum(not s["empty"] for s in sc),
+        # Shown and wrong: a suggestion with no accepted character (the confidence gate's
+        # target, completion/gate.py); exact among the shown ones.
+        "shown_wrong": sum(1 for s in sc if not s["empty"] and s["accepted_chars"] == 0),
+        "exact_of_shown": _share(exact, sum(not s["empty"] for s in sc)),
         "errors": sum(1 for r in records if r.get("error")),
         "exact": exact,
         "exact_first_line_pct": _share(exact, n),
@@ -164,7 +168,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def not_run_summary(reason: str) -> dict[str, Any]:
     """The summary of a column that was not run (``reason`` says why): no figures."""
-    return {"not_run": reason, "holes": 0, "answered": None, "errors": None, "exact": None,
+    return {"not_run": reason, "holes": 0, "answered": None, "shown_wrong": None, "exact_of_shown": None,
+            "errors": None, "exact": None,
             "exact_first_line_pct": None, "accepted_chars_per_hole": None, "accepted_chars_pct": None,
             "empty": None, "empty_pct": None, "duplicate_pct": None, "latency_p50_ms": None, "final_p50_ms": None,
             "stub_pct": None, "late_pct": None, "by_kind": {}}
@@ -181,7 +186,9 @@ def ratio_cell(n: int | None, d: int | None) -> str:
 ROWS = (
     ("holes", "holes", "{:d}"),
     ("answered", "answered (non-empty)", "{:d}"),
+    ("shown_wrong", "shown and wrong (0 chars right)", "ratio"),
     ("exact", "exact first line", "ratio"),
+    ("exact_of_shown", "exact first line % of shown", "{:.1f}"),
     ("accepted_chars_per_hole", "accepted chars / hole", "{:.2f}"),
     ("accepted_chars_pct", "accepted chars % of truth", "{:.1f}"),
     ("empty", "empty answers", "ratio"),

@@ -84,6 +84,7 @@ ROWS: list[tuple[str, str]] = [
 EXTRA_ROWS: list[tuple[str, str]] = [
     ("pauses", "pauses"),
     ("accepted", "suggestions accepted (chars)"),
+    ("retained", "accepted chars retained at 30 s / 2 min (of those measured)"),
     ("prefetch_counts", "prefetch wasted / cancelled / skipped"),
     ("upstream_requests", "upstream requests"),
     ("tokens_generated", "tokens generated"),
@@ -131,6 +132,9 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "tokens_generated": tokens,
         "accepted": raw["accepts"],
         "accepted_chars": raw["accepted_chars"],
+        # The sidecar's accepted-and-retained counts (completion/retention.py): only the
+        # accepts whose horizon passed before the run's stats were read are measured.
+        "retained": ((raw.get("server_stats") or {}).get("acceptance") or {}).get("retained"),
         "tokens_per_accepted_char": (tokens / raw["accepted_chars"]) if raw["accepted_chars"] and tokens is not None
         else None,
         "lsp_sent": sent,
@@ -247,6 +251,10 @@ def _cell(key: str, s: dict[str, Any]) -> str:
         return "-" if v is None else f"{v:.2f}"
     if key == "accepted":
         return f"{v} ({s['accepted_chars']})"
+    if key == "retained":
+        if not v:
+            return "-"
+        return " / ".join(f"{r['retained_chars']}/{r['accepted_chars']}" for r in v)
     if key == "answers_with_text":
         return f"{v} / {s['inline_sent']}"
     if key in ("keys_shown", "keys_shown_right"):
