@@ -9,7 +9,7 @@ answer, which is what the gate scores (``gate.features``: hole kind, language, f
 counts as a fresh stream; no log-probabilities, which the benchmark's llama-cpp-python
 engine cannot give without ``logits_all``) and the label "some of it was right" (at least
 one accepted character). A logistic model is fitted on the training files (batch
-gradient descent from the defaults, the same L2 pull as online), and the threshold is
+gradient descent from zero weights, an L2 pull towards zero), and the threshold is
 the one that removes the most shown-and-wrong suggestions on the training files while
 accepted characters per hole fall by at most ``--max-chars-loss`` percent. Both are
 then applied, unchanged, to the test files, and a table prints one row per setting
@@ -41,16 +41,19 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
         shown = r.get("shown") or ""
         # The gate scores the request's first answer (for a client with updates, the
         # finished lines when the first line is complete); the label is the final text's.
-        f = gate.features(r.get("first") or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"))
+        first = r.get("first") or ""
+        f = gate.features(first or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"),
+                          open_stream=first != (r.get("final") or first))  # more text came after the answer
         out.append({"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
                     "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
                     "exact": r["score"]["exact"]})
     return out
 
 
-def fit(train: list[dict[str, Any]], epochs: int = 400, lr: float = 0.1) -> list[float]:
-    """Batch gradient descent on the log-loss from the default weights."""
-    w = list(gate.DEFAULT_WEIGHTS)
+def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2) -> list[float]:
+    """Batch gradient descent on the log-loss from zero weights, with an L2 pull
+    (``gate.L2``) towards zero (so the fit does not depend on the shipped defaults)."""
+    w = [0.0] * len(gate.FEATURE_NAMES)
     shown = [e for e in train if e["shown"]]
     for _ in range(epochs):
         grad = [0.0] * len(w)
@@ -60,7 +63,7 @@ def fit(train: list[dict[str, Any]], epochs: int = 400, lr: float = 0.1) -> list
             for i, xi in enumerate(e["x"]):
                 grad[i] += err * xi
         n = max(1, len(shown))
-        w = [wi + lr * (g / n - gate.L2 * (wi - d)) for wi, g, d in zip(w, grad, gate.DEFAULT_WEIGHTS)]
+        w = [wi + lr * (g / n - gate.L2 * wi) for wi, g in zip(w, grad)]
     return w
 
 

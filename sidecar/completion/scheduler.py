@@ -123,8 +123,10 @@ class Scheduler:
         if answer is not None and answer.text and self.gate.enabled:
             # The confidence gate (gate.py): held back, the request gets nothing and
             # nothing is speculated on it; the stream runs on for later requests.
+            s = answer.stream
             req.gate_features = self.gate.features_of(req.ctx, answer.text, answer.source,
-                                                      answer.stream.logprobs if answer.stream is not None else None)
+                                                      s.logprobs if s is not None else None,
+                                                      open_stream=s is not None and not s.done)
             if not self.gate.admit(req.gate_features):
                 return None
         if answer is not None and doc.latest is req:
