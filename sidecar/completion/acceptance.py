@@ -45,10 +45,17 @@ class Acceptance:
         while len(self._shown) > MAX_SHOWN:
             self._shown.popitem(last=False)
 
+    def shown_by_update(self, req: Request, text: str) -> None:
+        """``req`` was answered with nothing and its first text went out as an update
+        (items ``u<request id>.<seq>``): the gate's label follows that suggestion."""
+        if req.gate_features is not None and text:
+            self._open[req.uri] = (f"u{req.id}", req.doc_prefix, req.doc_suffix, text, req.gate_features)
+
     def _label(self, item_id: str, accepted: bool) -> None:
-        """Tell the gate what became of the open suggestion ``item_id`` (once)."""
+        """Tell the gate what became of the open suggestion ``item_id`` (once; an update's
+        item ``u<request id>.<seq>`` stands for its request's suggestion)."""
         for uri, rec in list(self._open.items()):
-            if rec[0] == item_id:
+            if rec[0] == item_id or (rec[0].startswith("u") and item_id.startswith(rec[0] + ".")):
                 del self._open[uri]
                 if self.gate is not None:
                     self.gate.outcome(rec[4], accepted)

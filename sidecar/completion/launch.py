@@ -96,23 +96,25 @@ class StreamLauncher:
         self._after_load.add(task)
         task.add_done_callback(self._after_load.discard)
 
-    def after_answer(self, doc: DocState, req: Request, answer: Answer) -> None:
+    def after_answer(self, doc: DocState, req: Request, answer: Answer,
+                     judge: Callable[[str, bool], bool] | None = None) -> None:
         """``req`` (its document's latest) was answered with ``answer``: updates while its
-        stream runs, then speculation (module doc)."""
+        stream runs, then speculation (module doc). ``judge``: see ``send_updates``."""
         if answer.stream is not None and not answer.stream.done:
             if req.updates:
-                self.start_updates(doc, req, answer)
+                self.start_updates(doc, req, answer, judge)
             else:  # no updates to send: speculate once the stream is over
                 doc.updates = asyncio.ensure_future(speculate_when_done(doc, req, answer, self.speculate_accept))
         else:  # after the answer is on its way: speculation is not on the keystroke path
             asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)
 
-    def start_updates(self, doc: DocState, req: Request, answer: Answer) -> None:
+    def start_updates(self, doc: DocState, req: Request, answer: Answer,
+                      judge: Callable[[str, bool], bool] | None = None) -> None:
         """Send ``req``'s updates from ``answer.stream`` (the previous request's stop)."""
         if doc.updates is not None and not doc.updates.done():
             doc.updates.cancel()
         doc.updates = asyncio.ensure_future(
-            send_updates(doc, req, answer, self._on_update, self.metrics, self.speculate_accept))
+            send_updates(doc, req, answer, self._on_update, self.metrics, self.speculate_accept, judge))
 
     def speculate_accept(self, req: Request, text: str) -> None:
         if text:  # the completion that follows accepting what was shown

@@ -20,6 +20,7 @@ cancelled one closes its stream unless a newer request joins it within
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -120,17 +121,19 @@ class Scheduler:
             raise
         finally:
             req.finished = True
-        if answer is not None and answer.text and self.gate.enabled:
+        judge = None
+        if answer is not None and self.gate.enabled:
             # The confidence gate (gate.py): held back, the request gets nothing and
-            # nothing is speculated on it; the stream runs on for later requests.
-            s = answer.stream
-            req.gate_features = self.gate.features_of(req.ctx, answer.text, answer.source,
-                                                      s.logprobs if s is not None else None,
-                                                      open_stream=s is not None and not s.done)
-            if not self.gate.admit(req.gate_features):
-                return None
+            # nothing is speculated on it; the stream runs on for later requests. An
+            # answer with no text yet (a local engine still reading the prompt) is judged
+            # on the first text its updates would show.
+            if answer.text:
+                if not self._judge(req, answer, answer.text, answer.stream is not None and answer.stream.done):
+                    return None
+            else:
+                judge = functools.partial(self._judge_update, req, answer)
         if answer is not None and doc.latest is req:
-            self.streams.after_answer(doc, req, answer)  # 6. updates, then speculation
+            self.streams.after_answer(doc, req, answer, judge)  # 6. updates, then speculation
         return answer
 
     async def _schedule(self, doc: DocState, req: Request) -> Answer | None:
@@ -168,6 +171,20 @@ class Scheduler:
         s = self.streams.start(doc, req)
         got = await follow(req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics)
         return None if got is DIVERGED else got  # type: ignore[return-value]
+
+    def _judge(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
+        """The gate's verdict on ``text`` for ``req`` (its features are kept on ``req``
+        for the label the user's next move gives)."""
+        s = answer.stream
+        req.gate_features = self.gate.features_of(req.ctx, text, answer.source, s.logprobs if s is not None else None,
+                                                  open_stream=s is not None and not done)
+        return self.gate.admit(req.gate_features)
+
+    def _judge_update(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
+        admitted = self._judge(req, answer, text, done)
+        if admitted:
+            self.acceptance.shown_by_update(req, text)
+        return admitted
 
     def shown(self, item_id: str, req: Request, text: str) -> None:
         self.acceptance.shown(item_id, req, text)  # an accept can be traced back

@@ -22,9 +22,13 @@ UpdateSink = Callable[[Request, str, bool, int], None]
 
 
 async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: UpdateSink, metrics: Metrics,
-                       speculate: Callable[[Request, str], None]) -> None:
+                       speculate: Callable[[Request, str], None],
+                       judge: Callable[[str, bool], bool] | None = None) -> None:
     """Send ``req``'s updates from ``answer.stream`` until it ends or ``req`` is no longer
-    ``doc.latest``; then ``speculate(req, final_text)``."""
+    ``doc.latest``; then ``speculate(req, final_text)``. ``judge(text, stream_done)``,
+    when given (the request was answered with nothing yet: the confidence gate,
+    gate.py), sees the first text once: False ends the updates with an empty final one
+    and speculates nothing."""
     s = answer.stream
     assert s is not None
     last = answer.text
@@ -32,6 +36,11 @@ async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: U
     while doc.latest is req and not req.superseded.is_set():
         done = s.done
         text = s.remainder(answer.typed, req.ctx)
+        if judge is not None and text:
+            admitted, judge = judge(text, done), None
+            if not admitted:
+                on_update(req, "", True, seq + 1)
+                return
         if text != last or done:
             if text.startswith(last) or done:
                 seq += 1
