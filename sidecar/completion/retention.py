@@ -56,6 +56,7 @@ class _Tracked:
     alive: list[int]  # sorted offsets in the document text (code points)
     total: int  # characters accepted (without ``\r``)
     pending: set[float] = field(default_factory=set)  # horizons not measured yet
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
 
 
 @dataclass
@@ -84,7 +85,6 @@ class RetentionTracker:
         self._texts: dict[str, str] = {}  # our copy of each document with tracked text
         self._tracked: list[_Tracked] = []
         self._unplaced: list[_Unplaced] = []
-        self._timers: list[asyncio.TimerHandle] = []
 
     # ------------------------------------------------------------------ accepts
     def accepted(self, uri: str, doc_prefix: str, taken: str, eol: str = "\n") -> None:
@@ -126,8 +126,7 @@ class RetentionTracker:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a synchronous caller): measured at close only
             return
-        for h in self.horizons_s:
-            self._timers.append(loop.call_later(h, self._measure, t, h))
+        t.timers = [loop.call_later(h, self._measure, t, h) for h in self.horizons_s]
 
     # ------------------------------------------------------------------ edits
     def changed(self, uri: str, changes: Iterable[Any], locate: Locate) -> None:
@@ -195,6 +194,8 @@ class RetentionTracker:
             self._drop(t)
 
     def _drop(self, t: _Tracked) -> None:
+        for timer in t.timers:
+            timer.cancel()
         if t in self._tracked:
             self._tracked.remove(t)
         if not any(x.uri == t.uri for x in self._tracked) and not any(u.uri == t.uri for u in self._unplaced):
@@ -210,9 +211,12 @@ class RetentionTracker:
 
     def close(self) -> None:
         """Stop the timers (the session ends; unmeasured horizons are dropped)."""
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        for t in self._tracked:
+            for timer in t.timers:
+                timer.cancel()
+        self._tracked.clear()
+        self._unplaced.clear()
+        self._texts.clear()
 
     def following(self) -> int:
         """Accepts being followed now."""
