@@ -1,7 +1,7 @@
 """Fit and judge the confidence gate (``sidecar/completion/gate.py``) on a quality
 benchmark run made with the gate off: a held-out split by file.
 
-    python -m devtools.bench.gate_fit QUALITY_JSON [--system sidecar] [--test-files lru.go,histogram.rs]
+    python -m devtools.bench.gate_fit QUALITY_JSON [QUALITY_JSON ...] [--system sidecar] [--test-files lru.go,histogram.rs]
                                       [--max-chars-loss 5] [--out gate_fit.json]
 
 Each hole the system answered becomes one example: the gate's features of the first
@@ -97,14 +97,13 @@ def choose_threshold(train: list[dict[str, Any]], w: list[float], max_loss_pct: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("quality_json")
+    ap.add_argument("quality_json", nargs="+", help="quality.json files of runs with the gate off")
     ap.add_argument("--system", default="sidecar")
     ap.add_argument("--test-files", default="lru.go,histogram.rs")
     ap.add_argument("--max-chars-loss", type=float, default=5.0)
     ap.add_argument("--out", default="gate_fit.json")
     a = ap.parse_args(argv)
-    run = json.loads(Path(a.quality_json).read_text(encoding="utf-8"))
-    exs = examples(run, a.system)
+    exs = [e for path in a.quality_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)]
     test_files = set(a.test_files.split(","))
     train = [e for e in exs if e["file"] not in test_files]
     test = [e for e in exs if e["file"] in test_files]

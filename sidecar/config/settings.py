@@ -144,7 +144,7 @@ class Settings:
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
             "passed-over suggestions (`completion/gate.py`; off by default until it meets its benchmark target)")
     gate_threshold: float = setting(
-        0.65, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
+        0.6, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
     retained_short_s: float = setting(
         30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted")
     retained_long_s: float = setting(
