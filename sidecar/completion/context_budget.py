@@ -15,6 +15,7 @@ See docs/architecture.md ("What the model sees").
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Callable
 
 from ..backends.engine_start import warmup_prompt
@@ -23,8 +24,10 @@ from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
 from .prompts.eol import line_break_lift
 
-#: The suffix window at the end of a finished line (``ContextBudget.cut``), in tokens.
+#: The suffix window at the end of a finished line at a new place (``ContextBudget.cut``), in tokens.
 EOL_SUFFIX_TOKENS = 256
+#: A document changed this recently (seconds) is being typed in (``ContextBudget.cut``).
+TYPING_S = 2.0
 from .prompt_cost import prompt_text
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ class ContextBudget:
         self.crossfile: crossfile.CrossFileContext | None = None
         self._windows: dict[str, window.WindowBudget] = {}  # per backend and model
         self._load: dict[str, load.BackendLoad] = {}  # TTFT history per backend and model
+        self._typed_at: dict[str, float] = {}  # uri -> time.monotonic() of its last change
 
     @staticmethod
     def _key(target: Backend) -> str:
@@ -88,24 +92,46 @@ class ContextBudget:
         uri = uri or (self.crossfile.focus if self.crossfile else None)
         return self.add_crossfile(ctx, uri, doc_prefix.count("\n")) if uri else ctx
 
-    def cut(self, text: str, offset: int, language: str, cursor_line: int | None = None) -> CompletionContext:
+    def typed(self, uri: str) -> None:
+        """``uri`` changed (a key): requests there are typing for a while (``cut``)."""
+        self._typed_at[uri] = time.monotonic()
+
+    def forget(self, uri: str) -> None:
+        self._typed_at.pop(uri, None)
+
+    def cut(self, text: str, offset: int, language: str, cursor_line: int | None = None,
+            uri: str | None = None) -> CompletionContext:
         """The windows around ``offset`` of ``text`` (``build_context``) at the sizes of
         :meth:`windows`, except at the end of a finished line (where the prompt gets the
-        line-break lift, ``prompts/eol.py``): there the suffix window is the setting's
-        ``suffix_tokens`` at most ``EOL_SUFFIX_TOKENS``. What comes next is a new line, and
-        what follows the cursor is what tells the model which line is still missing.
-        Measured in-process on the quality fixtures' end-of-line holes (Qwen2.5-Coder-0.5B,
-        80 holes, two seeds): exact first line 18 of 80 with a 64-token suffix, 24 of 80
-        with 256 tokens, a plain FIM client with 1,000 characters 22 of 80.
+        line-break lift, ``prompts/eol.py``) in a document ``uri`` that is not being typed
+        in (no change for ``TYPING_S``: the user opened it or moved there). There the
+        suffix window is ``suffix_tokens`` at most ``EOL_SUFFIX_TOKENS``: what comes next
+        is a new line, and what follows the cursor tells the model which line is still
+        missing. A new place costs the whole prompt anyway, which the window budget
+        prices against its cold target (``window.py``).
+
+        Measured: in-process on the quality fixtures' end-of-line holes (Qwen2.5-Coder-0.5B,
+        80 holes, two seeds) the exact first line was 18 of 80 with a 64-token suffix, 24 with
+        256 tokens, a plain FIM client with 1,000 characters 22. While typing the larger
+        suffix costs every key at a line end: applied there too, ``scripts/demo`` (0.5B, 2
+        cores) went from a p90 time to suggestion of 11 ms to 4.4 s (line-end pauses of 7.5
+        and 3.1 s), so typing keeps the budget's window.
 
         Raises ``NotCompletable`` as ``build_context`` does."""
         pre, suf = self.windows()
         ctx = build_context(text, offset, language, pre, suf, cursor_line=cursor_line)
         eol = min(self._settings().suffix_tokens, EOL_SUFFIX_TOKENS)
-        if suf < eol and line_break_lift(ctx, "template"):
+        if suf < eol and not self._typing(uri) and line_break_lift(ctx, "template"):
             self.metrics.count("context.eol_suffix")
             ctx = build_context(text, offset, language, pre, eol, cursor_line=cursor_line)
         return ctx
+
+    def _typing(self, uri: str | None) -> bool:
+        """A change in ``uri`` within ``TYPING_S`` (no ``uri``: a speculation, typing)."""
+        if uri is None:
+            return True
+        at = self._typed_at.get(uri)
+        return at is not None and time.monotonic() - at < TYPING_S
 
     def windows(self) -> tuple[int, int]:
         """``(prefix_tokens, suffix_tokens)`` to cut now: the latency budget's choice for

@@ -178,12 +178,14 @@ class CompletionService:
         """A change of ``uri``: it feeds the typing cadence (debounce); a pooled connection
         idle near its keep-alive expiry is re-opened (no handshake on the next request)."""
         self.scheduler.keystroke(uri)
+        self.contexts.typed(uri)
         if self.backend.idle_for_s() > KEEPALIVE_EXPIRY_S * 0.9:
             self._prewarm()
 
     def close_document(self, uri: str) -> None:  # its request, stream and prefetch end
         self.scheduler.close_document(uri)
         self.retention.closed(uri)
+        self.contexts.forget(uri)
 
     def _persist_gate(self) -> None:
         """The gate learned: store its model (one write in flight at a time)."""

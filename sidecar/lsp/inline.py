@@ -89,7 +89,8 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
         replace_range = selected.range
 
     try:
-        ctx = service.contexts.cut(text, offset, doc.language_id or "", cursor_line=pos.line if selected is None else None)
+        ctx = service.contexts.cut(text, offset, doc.language_id or "", cursor_line=pos.line if selected is None else None,
+                                   uri=params.text_document.uri)
         ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
     except NotCompletable as exc:
         log.info("no completion: %s", exc)
