@@ -1,14 +1,17 @@
 """Fit and judge the confidence gate (``sidecar/completion/gate.py``) on a quality
-benchmark run made with the gate off: a held-out split by file.
+benchmark run made with everything shown: a held-out split by file.
 
     python -m devtools.bench.gate_fit QUALITY_JSON [QUALITY_JSON ...] [--system sidecar] [--test-files lru.go,histogram.rs]
                                       [--max-chars-loss 5] [--out gate_fit.json]
 
 Each hole the system answered becomes one example: the gate's features of the first
-answer, which is what the gate scores (``gate.features``: hole kind, language, first-line length, more lines; the answer
-counts as a fresh stream; no log-probabilities, which the benchmark's llama-cpp-python
-engine cannot give without ``logits_all``) and the label "some of it was right" (at least
-one accepted character). A logistic model is fitted on the training files (batch
+answer, which is what the gate scores, and the label "some of it was right" (at least
+one accepted character). In a run made with the gate on at threshold 0 (``--set
+gate_enabled=true --set gate_threshold=0``: everything shown) the features are the
+sidecar's own, read from ``sidecar.stats`` (``gate.recent``) after each hole, token
+log-probabilities included; otherwise they are worked out here from the first answer's
+text (``gate.features``: hole kind, language, first-line length, more lines; a fresh
+stream; no log-probabilities). A logistic model is fitted on the training files (batch
 gradient descent from zero weights, an L2 pull towards zero), and the threshold is
 the one that removes the most shown-and-wrong suggestions on the training files while
 accepted characters per hole fall by at most ``--max-chars-loss`` percent. Both are
@@ -42,8 +45,12 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
         # The gate scores the request's first answer (for a client with updates, the
         # finished lines when the first line is complete); the label is the final text's.
         first = r.get("first") or ""
-        f = gate.features(first or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"),
-                          open_stream=first != (r.get("final") or first))  # more text came after the answer
+        d = r.get("gate")
+        if isinstance(d, dict):  # the sidecar's own decision (a run with the gate on)
+            f = gate.Features(**{k: d[k] for k in gate.Features.__dataclass_fields__ if k in d})
+        else:
+            f = gate.features(first or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"),
+                              open_stream=first != (r.get("final") or first))  # more text came after the answer
         out.append({"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
                     "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
                     "exact": r["score"]["exact"]})

@@ -494,12 +494,18 @@ async def _sidecar_hole(qc: QualityClient, system: str, hole: Hole, n: int) -> d
     first, ms, error = await qc.inline(uri, hole.line, hole.character)
     first = first or ""
     final, nupd, settled, t_final = await qc.settle(uri, first)
+    # The confidence gate's decision for this hole, where the gate is on: its features
+    # (log-probabilities included) and estimate, from ``sidecar.stats`` (``gate.recent``);
+    # ``devtools.bench.gate_fit`` fits on them.
+    st = await qc.stats()
+    recent = ((st or {}).get("gate") or {}).get("recent") or []
+    decision = next((d for d in recent if isinstance(d, dict) and str(d.get("where", "")).startswith(uri + ":")), None)
     qc.close_doc(uri)
     qc.updates.pop(uri, None)
     return {
         "first": first, "final": final, "latency_ms": round(ms, 1),
         "final_ms": round(max(ms, (t_final - t0) * 1000), 1) if nupd else round(ms, 1),
-        "updates": nupd, "settled": settled, "error": error,
+        "updates": nupd, "settled": settled, "error": error, "gate": decision,
     }
 
 

@@ -23,13 +23,26 @@ first evaluation of more than one token, the way the AMX crash looks from outsid
 one-token warm-up passes). ``SIDECAR_ENGINE_FAULT=slow_prompt`` adds 1 s to every
 evaluation of more than one token, as a long prompt on a busy CPU does. They exist for
 tests of the demo, doctor, restart policy and deadlines.
+
+Token log-probabilities without ``logits_all`` (:func:`install_logprobs`): the managed
+engine runs with ``logits_all`` off (a n_ctx x vocabulary logits buffer otherwise, DESIGN.md
+§6), and llama-cpp-python then refuses a request's ``logprobs``. The confidence gate
+(``completion/gate.py``) only needs the log-probability of each sampled token, which the
+logits of the last decoded position already hold when the token is sampled. So the
+launcher reads that row right after each sample (one log-sum-exp over the vocabulary,
+~0.5 ms a token on this machine against ~25 ms a token of generation), and puts the values
+on the streamed chunks in OpenAI's legacy completions shape (``logprobs.tokens`` /
+``logprobs.token_logprobs``; ``top_logprobs`` is null for each token). Only requests that ask for
+``logprobs`` pay for it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
+from typing import Any
 
 FAULT_ENV = "SIDECAR_ENGINE_FAULT"
 
@@ -84,9 +97,74 @@ def install_fault(kind: str) -> None:
     llama_cpp.Llama.eval = faulty_eval  # type: ignore[method-assign]
 
 
+def install_logprobs() -> None:
+    """Let ``/v1/completions`` answer ``logprobs`` with ``logits_all`` off (module doc).
+
+    Wraps ``Llama.sample`` (record the sampled token's natural-log probability from the
+    logits row it was sampled from, while a request asked for them) and
+    ``Llama._create_completion`` (ask the original without ``logprobs``, then attach the
+    recorded tokens to each chunk: ``{"tokens": [str], "token_logprobs": [float],
+    "text_offset": [int], "top_logprobs": [null, ...]}``, the values recorded since the chunk
+    before). A chunk's tokens need not be exactly its text: the engine holds back text
+    that may start a stop sequence, so a token can come one chunk before its text.
+    With ``logits_all`` on, llama-cpp-python's own path is used unchanged."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as lib
+    import numpy as np
+
+    Llama = llama_cpp.Llama
+    if getattr(Llama.sample, "_sidecar_logprobs", False):
+        return
+    original_sample = Llama.sample
+    original_completion = Llama._create_completion
+
+    def sample(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        token = original_sample(self, *args, **kwargs)
+        record = getattr(self, "_sidecar_logprobs", None)
+        if record is not None:
+            idx = kwargs.get("idx")
+            ridx = idx - self.n_tokens if idx is not None else -1
+            ptr = lib.llama_get_logits_ith(self._ctx.ctx, ridx)
+            if ptr:
+                row = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+                top = float(row.max())
+                lse = top + math.log(float(np.exp(row - top, dtype=np.float64).sum()))
+                record.append((int(token), float(row[token]) - lse))
+        return token
+
+    def _create_completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("logprobs") is None or self._logits_all:
+            return (yield from original_completion(self, *args, **kwargs))
+        kwargs["logprobs"] = None
+        record: list[tuple[int, float]] = []
+        self._sidecar_logprobs = record
+        offset = 0
+        try:
+            for chunk in original_completion(self, *args, **kwargs):
+                taken = record[:]
+                del record[:]
+                toks = [self.detokenize([t]).decode("utf-8", "ignore") for t, _ in taken]
+                offsets = []
+                for t in toks:
+                    offsets.append(offset)
+                    offset += len(t)
+                lp: dict[str, Any] = {"tokens": toks, "text_offset": offsets,
+                                      "token_logprobs": [v for _, v in taken], "top_logprobs": [None] * len(toks)}
+                for choice in chunk.get("choices") or ():
+                    choice["logprobs"] = lp
+                yield chunk
+        finally:
+            self._sidecar_logprobs = None
+
+    sample._sidecar_logprobs = True  # type: ignore[attr-defined]
+    Llama.sample = sample  # type: ignore[method-assign]
+    Llama._create_completion = _create_completion  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start llama-cpp-python's server with ``argv`` (its own command-line options)."""
     disable_extra_buffer_types()
+    install_logprobs()
     install_fault(os.environ.get(FAULT_ENV, ""))
     import llama_cpp
 

@@ -56,9 +56,11 @@ class Dialect:
     chat_fim_fields: bool = False
     native_fim: re.Pattern[str] | None = None
     #: Takes OpenAI's ``logprobs`` (1 on /v1/completions, true on chat) and streams them
-    #: back (vLLM, SGLang, OpenAI-compatible servers); asked only while the confidence
-    #: gate is on. SiliconFlow does not document it; llama-cpp-python needs
-    #: ``logits_all``, which the managed engine turns off (memory and prompt speed).
+    #: back (vLLM, SGLang, OpenAI-compatible servers, and the managed llama-cpp-python
+    #: engine, whose launcher computes them without ``logits_all``:
+    #: ``backends/engine_launcher.py``); asked only while the confidence gate is on.
+    #: SiliconFlow does not document it; llama-server's ``/infill`` has its own shape
+    #: (``n_probs``), not read here.
     logprobs: bool = False
 
     def strategy(self, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
@@ -96,7 +98,7 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("siliconflow", _siliconflow, max_stops=MAX_STOP_SEQUENCES, chat_fim_fields=True,
             native_fim=SILICONFLOW_NATIVE_FIM),
     Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES, logprobs=True),
-    Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True),
+    Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True, logprobs=True),
     Dialect("llama-server", _infill, honours_setting=False, infill=True, llama_cpp=True),
     Dialect("ollama", _ollama, honours_setting=False, generate=True, max_stops=MAX_STOP_SEQUENCES),
 )}

@@ -34,7 +34,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ LEARNING_RATE = 0.05
 RATE_SHARE = tuple(1.0 if n.startswith("kind=") or n.endswith("_logprob") else 0.3 for n in FEATURE_NAMES)
 #: Pull of each step towards the default weights (keeps one odd session from running off).
 L2 = 0.01
+#: How many of the last decisions ``sidecar.stats`` lists (``gate.recent``).
+RECENT = 16
 
 #: Default weights (``FEATURE_NAMES`` order), fitted by ``python -m devtools.bench.gate_fit``
 #: on two quality runs of Qwen2.5-Coder-0.5B with the gate off (480 holes, seeds 0 and 2),
@@ -225,6 +228,8 @@ class Gate:
         self.model = GateModel()
         self._load, self._save = load, save
         self._dirty = False
+        #: The last decisions, newest last (``summary()["recent"]``).
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
         #: Called after each label (the service stores the model then).
         self.on_learned: Callable[[], None] | None = None
 
@@ -264,11 +269,15 @@ class Gate:
         return features(text, hole_kind(ctx.line_prefix, ctx.line_suffix), source, ctx.language, logprobs,
                         open_stream)
 
-    def admit(self, f: Features) -> bool:
-        """Show a suggestion with features ``f``? Counts ``gate.shown`` / ``gate.held_back``."""
+    def admit(self, f: Features, where: str = "") -> bool:
+        """Show a suggestion with features ``f``? Counts ``gate.shown`` / ``gate.held_back``
+        and keeps the decision in ``recent`` (``where``: the document URI and the cursor
+        as ``uri:line:column``, 0-based, the column in code points, for the user's "why was it held back")."""
         if not self.enabled:
             return True
-        if self.model.p_accept(f) < self.threshold:
+        p = self.model.p_accept(f)
+        self.recent.append({"where": where, **asdict(f), "p_accept": round(p, 4), "shown": p >= self.threshold})
+        if p < self.threshold:
             self.metrics.count("gate.held_back")
             self.metrics.count(f"gate.held_back.{f.kind}")
             return False
@@ -284,13 +293,15 @@ class Gate:
             self.on_learned()
 
     def summary(self) -> dict[str, Any]:
-        """The ``gate`` part of ``sidecar.stats``: the setting, the counters and, per hole
-        kind, the estimate for a typical fresh 30-character one-line suggestion in an
-        unlisted language without log-probabilities."""
+        """The ``gate`` part of ``sidecar.stats``: the setting, the counters, per hole
+        kind the estimate for a typical fresh 30-character one-line suggestion in an
+        unlisted language without log-probabilities, and ``recent``: the last ``RECENT``
+        decisions, newest last (``where``, the features, ``p_accept``, ``shown``)."""
         c = self.metrics.snapshot()["counters"]
         return {
             "enabled": self.enabled, "threshold": self.threshold, "updates": self.model.updates,
             "shown": c.get("gate.shown", 0), "held_back": c.get("gate.held_back", 0),
             "accepted": c.get("gate.accepted", 0), "rejected": c.get("gate.rejected", 0),
             "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
+            "recent": list(self.recent),
         }

@@ -178,7 +178,8 @@ class Scheduler:
         s = answer.stream
         req.gate_features = self.gate.features_of(req.ctx, text, answer.source, s.logprobs if s is not None else None,
                                                   open_stream=s is not None and not done)
-        return self.gate.admit(req.gate_features)
+        where = f"{req.uri}:{req.doc_prefix.count(chr(10))}:{len(req.ctx.line_prefix)}"  # line, code points
+        return self.gate.admit(req.gate_features, where)
 
     def _judge_update(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
         admitted = self._judge(req, answer, text, done)

@@ -78,7 +78,9 @@ async def stream_healed(stream: Callable[[UpstreamRequest, StreamInfo], AsyncIte
     second = continuation(req, produced, info.events)
     if second is None:
         return
-    more = StreamInfo()
+    # The second phase's token log-probabilities go on the same list (the gate reads the
+    # first line's, which spans both phases).
+    more = StreamInfo(token_logprobs=info.token_logprobs)
     info.phases = 2
     try:
         async with contextlib.aclosing(stream(second, more)) as deltas:
