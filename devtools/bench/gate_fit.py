@@ -24,6 +24,7 @@ and the rows. Exits 1 when the run had no answered hole on either side of the sp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -51,15 +52,35 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
         else:
             f = gate.features(first or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"),
                               open_stream=first != (r.get("final") or first))  # more text came after the answer
-        out.append({"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
-                    "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
-                    "exact": r["score"]["exact"]})
+        e = {"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
+             "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
+             "exact": r["score"]["exact"]}
+        if f.mean_logprob is not None:
+            # The same suggestion as a backend without log-probabilities (or the cache)
+            # would give it: fitted together, the text-only weights stand alone and the
+            # log-probability weights are what they add.
+            e["bare"] = dataclasses.replace(f, mean_logprob=None, min_logprob=None).vector()
+        out.append(e)
     return out
 
 
-def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2) -> list[float]:
+def bare(exs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``exs`` as seen without log-probabilities (those that had none stay as they are)."""
+    return [dict(e, x=e.get("bare", e["x"])) for e in exs]
+
+
+#: Features left at zero in the fit: the language. The split is by file and every file
+#: is its own language, so a language weight learned on the training files cannot be
+#: judged on the held-out ones (it only learns those files); on the user's machine the
+#: online model still learns one per language.
+FROZEN = frozenset(i for i, n in enumerate(gate.FEATURE_NAMES) if n.startswith("lang="))
+
+
+def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2,
+        frozen: frozenset[int] = FROZEN) -> list[float]:
     """Batch gradient descent on the log-loss from zero weights, with an L2 pull
-    (``gate.L2``) towards zero (so the fit does not depend on the shipped defaults)."""
+    (``gate.L2``) towards zero (so the fit does not depend on the shipped defaults);
+    the weights of ``frozen`` features stay zero."""
     w = [0.0] * len(gate.FEATURE_NAMES)
     shown = [e for e in train if e["shown"]]
     for _ in range(epochs):
@@ -70,7 +91,7 @@ def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2) -> lis
             for i, xi in enumerate(e["x"]):
                 grad[i] += err * xi
         n = max(1, len(shown))
-        w = [wi + lr * (g / n - gate.L2 * wi) for wi, g in zip(w, grad)]
+        w = [0.0 if i in frozen else wi + lr * (g / n - gate.L2 * wi) for i, (wi, g) in enumerate(zip(w, grad))]
     return w
 
 
@@ -117,17 +138,29 @@ def main(argv: list[str] | None = None) -> int:
     if not any(e["shown"] for e in train) or not any(e["shown"] for e in test):
         print("gate_fit: no answered hole on one side of the split; nothing to fit", file=sys.stderr)
         return 1
-    w = fit(train)
+    with_lp = any("bare" in e for e in train)
+    w = fit(train + [dict(e, x=e["bare"]) for e in train if "bare" in e])
     t = choose_threshold(train, w, a.max_chars_loss)
     rows = {"train": {"off": row(train, None, t), "on": row(train, w, t)},
             "test": {"off": row(test, None, t), "on": row(test, w, t)}}
+    if with_lp:
+        rows["train"]["on_no_logprobs"] = row(bare(train), w, t)
+        rows["test"]["on_no_logprobs"] = row(bare(test), w, t)
     print(f"gate fitted on {sorted({e['file'] for e in train})}, threshold {t:.2f}; "
           f"held-out files {sorted(test_files)}")
     cols = ("holes", "shown", "shown_and_wrong", "exact_among_shown", "accepted_chars_per_hole")
     print(f"{'split/gate':<12}" + "".join(f"{c:>26}" for c in cols))
     for split in ("train", "test"):
-        for g in ("off", "on"):
+        for g in rows[split]:
             print(f"{split + '/' + g:<12}" + "".join(f"{rows[split][g][c]:>26}" for c in cols))
+    # What mattered: each weight times its feature's spread on the shown training holes.
+    xs = [e["x"] for e in train if e["shown"]]
+    spread = [(sum((x[i] - sum(v[i] for v in xs) / len(xs)) ** 2 for x in xs) / len(xs)) ** 0.5
+              for i in range(len(w))]
+    print("features by |weight| x spread on the training holes:")
+    for n, wi, sd in sorted(zip(gate.FEATURE_NAMES, w, spread), key=lambda t: -abs(t[1] * t[2])):
+        if wi and sd:
+            print(f"  {n:<18} weight {wi:+.2f}  spread {sd:.2f}  effect {abs(wi * sd):.2f}")
     Path(a.out).write_text(json.dumps({"threshold": t, "weights": dict(zip(gate.FEATURE_NAMES, w)), "rows": rows},
                                       indent=1), encoding="utf-8")
     return 0
