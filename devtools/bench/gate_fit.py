@@ -11,14 +11,17 @@ gate_enabled=true --set gate_threshold=0``: everything shown) the features are t
 sidecar's own, read from ``sidecar.stats`` (``gate.recent``) after each hole, token
 log-probabilities included; otherwise they are worked out here from the first answer's
 text (``gate.features``: hole kind, language, first-line length, more lines; a fresh
-stream; no log-probabilities). A logistic model is fitted on the training files (batch
-gradient descent from zero weights, an L2 pull towards zero), and the threshold is
+stream; no log-probabilities). Each example with log-probabilities is fitted twice,
+with and without them, so that the weights also serve a backend that sends none. A
+logistic model is fitted on the training files (batch gradient descent from zero
+weights, an L2 pull towards zero, language weights left at zero: ``FROZEN``), and the threshold is
 the one that removes the most shown-and-wrong suggestions on the training files while
 accepted characters per hole fall by at most ``--max-chars-loss`` percent. Both are
 then applied, unchanged, to the test files, and a table prints one row per setting
-(gate off, gate on): suggestions shown, shown-and-wrong (no accepted character), exact
-first line among those shown, accepted characters per hole; the JSON has the weights
-and the rows. Exits 1 when the run had no answered hole on either side of the split.
+(gate off, gate on, and gate on without log-probabilities where the run had them):
+suggestions shown, shown-and-wrong (no accepted character), exact first line among
+those shown, accepted characters per hole; then the features by effect (weight times
+the feature's spread on the training holes). The JSON has the weights and the rows. Exits 1 when the run had no answered hole on either side of the split.
 """
 
 from __future__ import annotations

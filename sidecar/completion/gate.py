@@ -13,8 +13,10 @@ Features of a suggestion (:func:`features`; a few dozen weights in all):
   on past its first line instead of joining the text after the cursor; at blank lines
   on the quality fixtures such suggestions had no right character 14 times in 26,
   against 3 in 12 for those that had ended);
-- token log-probabilities of the first line (mean and minimum, natural log) where the
-  backend returned them; a flag says whether it did.
+- token log-probabilities of the first line (mean and minimum, natural log, one slope
+  per hole kind) where the backend returned them (the managed engine, vLLM, SGLang and
+  other OpenAI-compatible servers); a flag says whether it did. On the quality benchmark
+  these are what separates: without them the fitted weights hold back almost nothing.
 
 Labels (:class:`Gate.outcome`): an accept is 1; a suggestion that was shown and not
 accepted while the user typed something else or moved away is 0; typing the
@@ -23,9 +25,9 @@ per label (learning rate ``LEARNING_RATE``, a little L2 pull towards the default
 weights), so a run of rejects of one kind lowers that kind's estimate, which works as a
 higher bar for that kind, and accepts raise it again.
 
-The default weights come from the quality benchmark (``python -m devtools.bench quality
---gate-fit``; docs/benchmarks.md, "Confidence gate"); ``sidecar.clearCache`` returns to
-them. Counters: ``gate.shown``, ``gate.held_back``, ``gate.accepted``,
+The default weights come from the quality benchmark (``python -m devtools.bench.gate_fit``
+on quality runs; docs/benchmarks.md, "Confidence gate"); ``sidecar.clearCache`` returns
+to them. Counters: ``gate.shown``, ``gate.held_back``, ``gate.accepted``,
 ``gate.rejected``. See docs/architecture.md, "The confidence gate".
 """
 

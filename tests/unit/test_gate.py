@@ -77,3 +77,51 @@ def test_logprobs_shapes_from_stream_chunks():
     _logprobs_of({"logprobs": None}, out)
     _logprobs_of({"logprobs": {"tokens": ["d"], "token_logprobs": [True]}}, out)
     assert out == [("a", -0.1), ("b", -0.2), ("c", -0.3)]
+
+
+def test_recent_decisions_keep_where_features_estimate_and_verdict():
+    g = gate.Gate(Metrics(), enabled=True, threshold=0.5)
+    sure = gate.features("return total", "end_of_line", "stream", "python", [("return", -0.01), (" total", -0.02)])
+    assert g.admit(sure, "file:///a.py:3:4")
+    d = g.summary()["recent"][-1]
+    assert d["where"] == "file:///a.py:3:4" and d["kind"] == "end_of_line" and d["shown"] is True
+    assert d["mean_logprob"] == pytest.approx(-0.015) and d["min_logprob"] == pytest.approx(-0.02)
+    assert 0.5 <= d["p_accept"] <= 1
+    g.threshold = 1.0
+    assert not g.admit(sure, "file:///a.py:9:0")
+    assert g.summary()["recent"][-1]["shown"] is False
+    for i in range(gate.RECENT + 5):
+        g.admit(sure, f"file:///a.py:{i}:0")
+    assert len(g.summary()["recent"]) == gate.RECENT
+
+
+def test_default_weights_hold_back_an_unsure_blank_line_suggestion_and_keep_a_sure_one():
+    # The log-probability slopes at blank lines are what the benchmark fit found to
+    # separate right from wrong there (docs/benchmarks.md, "Confidence gate").
+    m = gate.GateModel()
+    text = "count += 1"
+    sure = gate.features(text, "blank_line", "stream", "go", [("count", -0.05), (" +=", -0.02), (" 1", -0.1)])
+    unsure = gate.features(text, "blank_line", "stream", "go", [("count", -2.5), (" +=", -0.9), (" 1", -1.8)])
+    assert m.p_accept(sure) >= gate.DEFAULT_THRESHOLD > m.p_accept(unsure)
+
+
+def test_gate_fit_reads_the_sidecars_decisions_and_leaves_languages_unfitted():
+    from devtools.bench import gate_fit
+
+    def record(file, kind, lp, right):
+        d = {"where": "x", "kind": kind, "origin": "stream", "language": "python", "first_line_chars": 12,
+             "more_lines": 0, "open": False, "mean_logprob": lp, "min_logprob": lp * 2, "p_accept": 0.5, "shown": True}
+        return {"hole": f"q:{file}:1:1", "kind": kind, "first": "x = f(y)", "final": "x = f(y)", "shown": "x = f(y)",
+                "gate": d, "score": {"accepted_chars": 8 if right else 0, "exact": right}}
+
+    recs = [record(f, "blank_line", lp, lp > -1) for f in ("a.py", "b.py") for lp in (-0.05, -0.2, -1.5, -2.5) * 5]
+    exs = gate_fit.examples({"columns": {"sidecar": {"records": recs}}}, "sidecar")
+    assert len(exs) == len(recs) and all("bare" in e for e in exs)
+    f_sure = exs[0]["x"][gate.FEATURE_NAMES.index("mean_logprob@blank_line")]
+    assert f_sure == pytest.approx(-0.05) and exs[0]["bare"][gate.FEATURE_NAMES.index("has_logprobs")] == 0.0
+    w = gate_fit.fit(exs + [dict(e, x=e["bare"]) for e in exs], epochs=300, lr=0.5)
+    assert w[gate.FEATURE_NAMES.index("mean_logprob@blank_line")] > 0  # surer is righter here
+    assert all(w[i] == 0.0 for i in gate_fit.FROZEN)
+    t = gate_fit.choose_threshold(exs, w, 5.0)
+    on = gate_fit.row(exs, w, t)
+    assert on["shown_and_wrong"] < gate_fit.row(exs, None, t)["shown_and_wrong"]
