@@ -62,7 +62,7 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
             # The same suggestion as a backend without log-probabilities (or the cache)
             # would give it: fitted together, the text-only weights stand alone and the
             # log-probability weights are what they add.
-            e["bare"] = dataclasses.replace(f, mean_logprob=None, min_logprob=None).vector()
+            e["bare"] = dataclasses.replace(f, mean_logprob=None, min_logprob=None, first_logprob=None).vector()
         out.append(e)
     return out
 
