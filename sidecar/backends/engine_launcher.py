@@ -122,14 +122,17 @@ def install_logprobs() -> None:
         token = original_sample(self, *args, **kwargs)
         record = getattr(self, "_sidecar_logprobs", None)
         if record is not None:
-            idx = kwargs.get("idx")
-            ridx = idx - self.n_tokens if idx is not None else -1
-            ptr = lib.llama_get_logits_ith(self._ctx.ctx, ridx)
-            if ptr:
-                row = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
-                top = float(row.max())
-                lse = top + math.log(float(np.exp(row - top, dtype=np.float64).sum()))
-                record.append((int(token), float(row[token]) - lse))
+            try:
+                idx = kwargs.get("idx")
+                ridx = idx - self.n_tokens if idx is not None else -1
+                ptr = lib.llama_get_logits_ith(self._ctx.ctx, ridx)
+                if ptr:
+                    row = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+                    top = float(row.max())
+                    lse = top + math.log(float(np.exp(row - top, dtype=np.float64).sum()))
+                    record.append((int(token), float(row[token]) - lse))
+            except Exception as e:  # noqa: BLE001 - a missing value must never cost the completion
+                sys.stderr.write(f"sidecar engine launcher: no log-probability for a token: {e!r}\n")
         return token
 
     def _create_completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
