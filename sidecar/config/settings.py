@@ -142,7 +142,8 @@ class Settings:
     gate_enabled: bool = setting(
         False, env="SIDECAR_GATE",
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
-            "passed-over suggestions (`completion/gate.py`; off by default until it meets its benchmark target)")
+            "passed-over suggestions (`completion/gate.py`; off by default: its defaults are fitted on "
+            "Qwen2.5-Coder-0.5B's token log-probabilities, docs/benchmarks.md)")
     gate_threshold: float = setting(
         0.6, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
     retained_short_s: float = setting(
