@@ -287,7 +287,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the typist, the backend and its mistakes (default 0)")
     p.add_argument("--files", nargs="+", default=None,
-                   help="source files to type (default: fixtures/bench/job_queue.py and ttlCache.ts)")
+                   help="source files to type (default: fixtures/bench/job_queue.py and ttlCache.ts for the simulated "
+                        "and siliconflow backends; for --backend local, the files of --corpus)")
+    p.add_argument("--corpus", default="report", choices=("report", "tune", "all"),
+                   help="with --backend local and no --files: the half of the real-code corpus to type "
+                        "(devtools/bench/corpus.py; default report, the half published figures come from)")
     p.add_argument("--keystrokes", type=int, default=DEFAULT_KEYSTROKES,
                    help=f"keys to type per file (default {DEFAULT_KEYSTROKES})")
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
@@ -329,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         from .team import main as team_main
 
         return team_main(argv[1:])
+    if argv and argv[0] == "corpus":  # the real-code corpus (devtools/bench/corpus.py)
+        from .corpus import main as corpus_main
+
+        return corpus_main(argv[1:])
     args = _parser().parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.backend == "siliconflow" and siliconflow_key() is None:
@@ -350,7 +358,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--set takes KEY=VALUE, got {item!r}", file=sys.stderr)
             return 2
         settings[key.strip()] = value.strip()
-    files = args.files or [str(p) for p in default_files()]
+    if args.files:
+        files = list(args.files)
+    elif args.backend == "local":
+        from .corpus import CorpusError, corpus_files
+
+        try:
+            files = [str(f.path) for f in corpus_files(args.corpus)]
+        except CorpusError as exc:
+            print(f"python -m devtools.bench: the real-code corpus cannot be used: {exc}", file=sys.stderr)
+            return 1
+    else:
+        files = [str(p) for p in default_files()]
     missing = [f for f in files if not Path(f).is_file()]
     if missing:
         print(f"no such file: {', '.join(missing)}", file=sys.stderr)

@@ -926,7 +926,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--files", nargs="+", default=None,
-                   help=f"source files to cut holes into (default: fixtures/quality/{{{','.join(DEFAULT_FILES)}}})")
+                   help="source files to cut holes into (default: the files of --corpus)")
+    p.add_argument("--corpus", default="report", choices=("report", "tune", "all", "smoke"),
+                   help="which files when --files is not given: a half of the real-code corpus "
+                        "(devtools/bench/corpus.py; 'report', the default, is the half published figures come from, "
+                        "'tune' the half tuning decisions are made on) or 'smoke', the five team-written files "
+                        f"of fixtures/quality ({', '.join(DEFAULT_FILES)}), a quick check only")
     p.add_argument("--holes-per-kind", type=int, default=DEFAULT_HOLES_PER_KIND,
                    help=f"holes of each kind, spread over the files (default {DEFAULT_HOLES_PER_KIND})")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"hole kinds (default {','.join(KINDS)})")
@@ -973,7 +978,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.fim_suffix_chars < 0:
         print("python -m devtools.bench quality: --fim-suffix-chars must be at least 0", file=sys.stderr)
         return 2
-    files = [Path(f) for f in (args.files or default_files())]
+    if args.files:
+        files = [Path(f) for f in args.files]
+    elif args.corpus == "smoke":
+        files = default_files()
+    else:
+        from .corpus import CorpusError, corpus_files
+
+        try:
+            files = [f.path for f in corpus_files(args.corpus)]
+        except CorpusError as exc:
+            print(f"python -m devtools.bench quality: the real-code corpus cannot be used: {exc}", file=sys.stderr)
+            return 1
+        print(f"corpus: the {args.corpus} half, {len(files)} files (devtools/bench/corpus.py)", flush=True)
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         print(f"python -m devtools.bench quality: no such file: {', '.join(missing)}", file=sys.stderr)

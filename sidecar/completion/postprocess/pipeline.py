@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..context import CompletionContext
-from . import (block_end, fence, indentation, join_whitespace, line_policy, repetition, suffix_repeat,
+from . import (block_end, fence, indentation, join_whitespace, line_policy, repetition, suffix_copy, suffix_repeat,
                trailing_whitespace)
 from .common import SuffixLine, following_lines
 from .suffix_overlap import strip_suffix_overlap
@@ -50,6 +50,7 @@ class Prepared:
     following: tuple[SuffixLine, ...]
     style: indentation.Style | None
     fences: bool  # whether the fence rule applies
+    below: tuple[str, ...] = ()  # the lines of the cursor's block below it (suffix_copy.block_lines)
 
 
 def prepare(ctx: CompletionContext) -> Prepared:
@@ -64,7 +65,9 @@ def _prepare(prefix: str, suffix: str, line_prefix: str, line_suffix: str, langu
                             language=language, eol="\n")
     # A blank cursor line is indentation too: the user put the cursor at that depth.
     mark = "x" if not line_prefix.strip() and not line_suffix.strip() else ""
-    return Prepared(following_lines(ctx), indentation.detect(prefix + mark + suffix), fence.applies(ctx))
+    style = indentation.detect(prefix + mark + suffix)
+    below = suffix_copy.block_lines(ctx, style.width if style else 4)
+    return Prepared(following_lines(ctx), style, fence.applies(ctx), below)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,13 @@ class StopRule:
     holds: Callable[[LineView], bool]
 
 
+def _first_copies(v: LineView, grow: bool) -> bool:
+    if v.text_seen or not v.line.strip():
+        return False
+    full = suffix_copy.whole_line(v.index, v.line, v.ctx)
+    return suffix_copy.holds(full, v.prep.below) if grow else suffix_copy.copies(full, v.prep.below)
+
+
 def _block_ended(v: LineView) -> bool:
     return v.index > 0 and bool(v.line.strip()) and not block_end.exempt(v.text_seen, v.ctx) \
         and block_end.below(v.line, v.ctx, v.width)
@@ -110,6 +120,7 @@ STOP_RULES: tuple[StopRule, ...] = (
              lambda v: v.index > 0 and repetition.holds(v.line, v.earlier)),
     StopRule("suffix_repeat", lambda v: v.against_suffix and suffix_repeat.repeats(v.line, v.prep.following),
              lambda v: v.against_suffix and suffix_repeat.holds(v.line, v.prep.following)),
+    StopRule("suffix_copy", lambda v: _first_copies(v, False), lambda v: _first_copies(v, True)),
 )
 
 
