@@ -149,6 +149,46 @@ def test_suffix_repeat_never_shows_a_partial_copy():
     assert all(s in ("", "x", "x =", "x = 1") for s in shown), shown
 
 
+# ------------------------------------------------------------------ 6b. a first line copied from further down
+CTOR = ("class A:\n    def __init__(self, name, size):\n        |\n        self.items = []\n"
+        "        self.count = 0\n        self.size = size\n        self.name = name\n")
+SUFFIX_COPY = [
+    # the whole first line stands four lines below, in the same block: nothing is shown
+    (CTOR, "self.name = name\n", ""),
+    (CTOR, "self.name = name\n        self.other = 1\n", ""),
+    # the same line typed partly (mid-word): the whole line it makes is the copy
+    (CTOR.replace("        |", "        self.na|"), "me = name\n", ""),
+    # not a copy: a line that is not below
+    (CTOR, "self.label = name\n", "self.label = name"),
+    # a short line is written many times in one block: kept
+    ("def f(xs):\n    for x in xs:\n        |\n        a()\n        b()\n        c()\n        break\n", "break\n",
+     "break"),
+    # the scan stops where the block closes: a line after it is not compared
+    ("def f():\n    if a:\n        |\n        b()\n    c()\n    d()\n    self.name = name\n", "self.name = name\n",
+     "self.name = name"),
+    # only the first line with text is judged; a later copy ends the answer there (rule 4)
+    ("def g():\n    |\n    a()\n    b()\n    c()\n    total = compute(x)\n",
+     "y = 1\n    total = compute(x)\n", "y = 1\n    total = compute(x)"),
+    # at the end of a line, the first line with text comes after the break
+    ("def f(a):\n    x = a|\n    y = 2\n    z = 3\n    w = 4\n    result = a * 2\n", "\n    result = a * 2\n", ""),
+]
+
+
+@pytest.mark.parametrize("doc,raw,expected", SUFFIX_COPY)
+def test_suffix_copy(doc, raw, expected):
+    assert run(doc, raw) == expected
+    assert stream(doc, raw)[0] == expected
+
+
+def test_suffix_copy_is_held_back_while_streaming_and_short_starts_are_shown():
+    doc = ("def __init__(self, name):\n    |\n    count = 0\n    items = []\n    total = 1\n"
+           "    self.name = name\n")
+    text, stopped, shown = stream(doc, "self.name = name\n", step=1)
+    assert text == "" and stopped is not None
+    # held from the 6th character of its core on; shorter starts are shown meanwhile
+    assert "self." in shown and all(len(s) < 6 for s in shown), shown
+
+
 def test_following_lines_and_core():
     ctx = ctx_at("def f():\n    |\n\n    a(b)\n    }\n    c()\n    d()\n")
     assert [f.text for f in following_lines(ctx)] == ["a(b)", "}", "c()"]
