@@ -2,7 +2,12 @@
 benchmark run made with everything shown: a held-out split by file.
 
     python -m devtools.bench.gate_fit QUALITY_JSON [QUALITY_JSON ...] [--system sidecar] [--test-files lru.go,histogram.rs]
-                                      [--max-chars-loss 5] [--out gate_fit.json]
+                                      [--test-json QUALITY_JSON ...] [--max-chars-loss 5] [--out gate_fit.json]
+
+With ``--test-json`` the split is by run instead of by file: the positional runs are the
+training side (the real-code corpus's tuning half, ``quality --corpus tune``) and the
+``--test-json`` runs the held-out side (``quality --corpus report``); ``--test-files`` is
+then ignored.
 
 Each hole the system answered becomes one example: the gate's features of the first
 answer, which is what the gate scores, and the label "some of it was right" (at least
@@ -131,13 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("quality_json", nargs="+", help="quality.json files of runs with the gate off")
     ap.add_argument("--system", default="sidecar")
     ap.add_argument("--test-files", default="lru.go,histogram.rs")
+    ap.add_argument("--test-json", nargs="+", default=None,
+                    help="quality.json files of the held-out side (then every positional run is training)")
     ap.add_argument("--max-chars-loss", type=float, default=5.0)
     ap.add_argument("--out", default="gate_fit.json")
     a = ap.parse_args(argv)
     exs = [e for path in a.quality_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)]
-    test_files = set(a.test_files.split(","))
-    train = [e for e in exs if e["file"] not in test_files]
-    test = [e for e in exs if e["file"] in test_files]
+    if a.test_json:
+        train = exs
+        test = [e for path in a.test_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)]
+        test_files = {e["file"] for e in test}
+    else:
+        test_files = set(a.test_files.split(","))
+        train = [e for e in exs if e["file"] not in test_files]
+        test = [e for e in exs if e["file"] in test_files]
     if not any(e["shown"] for e in train) or not any(e["shown"] for e in test):
         print("gate_fit: no answered hole on one side of the split; nothing to fit", file=sys.stderr)
         return 1

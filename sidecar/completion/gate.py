@@ -301,6 +301,11 @@ class Gate:
         as ``uri:line:column``, 0-based, the column in code points, for the user's "why was it held back")."""
         if not self.enabled:
             return True
+        if f.mean_logprob is None:
+            # No token log-probabilities (a backend that sends none, a stored suggestion):
+            # text features alone do not tell right from wrong, so it is shown.
+            self.metrics.count("gate.unjudged")
+            return True
         p = self.model.p_accept(f)
         self.recent.append({"where": where, **asdict(f), "p_accept": round(p, 4), "shown": p >= self.threshold})
         if p < self.threshold:

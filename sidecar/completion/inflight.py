@@ -32,12 +32,13 @@ class InflightStream:
     end. ``close()`` cancels the task, which closes the HTTP response and its socket.
     """
 
-    def __init__(self, uri: str, ctx: CompletionContext, doc_prefix: str, doc_suffix: str) -> None:
+    def __init__(self, uri: str, ctx: CompletionContext, doc_prefix: str, doc_suffix: str,
+                 cut_logprob: float | None = None) -> None:
         self.uri = uri
         self.ctx = ctx
         self.doc_prefix = doc_prefix
         self.doc_suffix = doc_suffix
-        self.filter = StreamFilter(ctx)
+        self.filter = StreamFilter(ctx, cut_logprob)  # cut_logprob: the confidence cut (postprocess/confidence.py)
         self.started_at = time.perf_counter()
         self.first_text_at = 0.0
         self.done = False

@@ -52,7 +52,8 @@ class StreamLauncher:
 
     def start(self, doc: DocState, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
-        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix)
+        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix,
+                           self.up.settings.confidence_cut_logprob or None)
         s.local = self.up.local_backend()
         # A prompt evaluation kept past its request's deadline in another document gives
         # way to the stream a user waits for now.

@@ -157,7 +157,7 @@ class Prefetcher:
             self.metrics.count("prefetch.skipped_budget")
             return
         self.drop(doc, "replaced")
-        s = InflightStream(uri, ctx, doc_prefix, doc_suffix)
+        s = InflightStream(uri, ctx, doc_prefix, doc_suffix, st.confidence_cut_logprob or None)
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")

@@ -91,8 +91,9 @@ class StreamRunner:
         req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
                             api=target.api, model=model,
                             max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
-        if s.gate_enabled and dialect_for(target.api).logprobs and req.endpoint in ("completions", "chat/completions"):
-            # Token log-probabilities for the confidence gate (gate.py).
+        if (s.gate_enabled or s.confidence_cut_logprob) and dialect_for(target.api).logprobs \
+                and req.endpoint in ("completions", "chat/completions"):
+            # Token log-probabilities for the confidence gate (gate.py) and cut (postprocess/confidence.py).
             req.body["logprobs"] = 1 if req.endpoint == "completions" else True
         return plan, lift, req
 

@@ -140,10 +140,16 @@ class Settings:
         64 * 1024 * 1024, range=(1 << 20, 1 << 40), default_doc="64 MiB", doc="size of the file")
     cache_ttl_s: int = setting(86400, range=(1, 10 * 365 * 86400), doc="entries older than this are not served")
     gate_enabled: bool = setting(
-        False, env="SIDECAR_GATE",
+        True, env="SIDECAR_GATE",
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
-            "passed-over suggestions (`completion/gate.py`; off by default: its defaults are fitted on "
-            "Qwen2.5-Coder-0.5B's token log-probabilities, docs/benchmarks.md)")
+            "passed-over suggestions (`completion/gate.py`). It judges suggestions that carry the model's token "
+            "log-probabilities (the managed engine, OpenAI-compatible engines that return them) and shows the "
+            "others; fitted on the real-code corpus's tuning half, docs/benchmarks.md")
+    confidence_cut_logprob: float = setting(
+        0.0, range=(-30.0, 0.0),
+        doc="the confidence cut: a multi-line suggestion ends before the first line after its first whose least "
+            "sure token has a natural log-probability below this (needs a backend that sends token "
+            "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)")
     gate_threshold: float = setting(
         0.6, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
     retained_short_s: float = setting(

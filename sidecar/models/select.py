@@ -7,11 +7,16 @@ Rules, first match wins:
 2. ``local_model`` names a catalog entry (:mod:`.catalog`): its installed file; the shipped
    SmolLM2 needs no install; a code model that is not installed is an error whose message
    says which command installs it (``sidecar model pull NAME``).
-3. ``local_model`` unset or ``auto``: with a GPU the engine can use and enough free GPU
-   memory, the largest installed code model that fits; on a CPU, the smallest installed
-   code model (a 1.5B model answers in seconds per keystroke on a laptop CPU) if the free
-   RAM holds it; otherwise the shipped SmolLM2-135M, with a note saying why and how to get
-   a code model.
+3. ``local_model`` unset or ``auto``: among the installed code models that fit the free
+   memory (GPU memory where the engine can offload, else RAM), *by measured speed*: the
+   largest whose keystroke first line (:mod:`.speed`, measured once per machine and model
+   and cached; ``sidecar model pull`` and ``sidecar model bench`` measure) fits the typing
+   budget (``speed.TYPING_BUDGET_MS``, 1,000 ms); when none fits, the fastest measured one.
+   A model not measured yet on this machine is judged as before measurements existed: with
+   a GPU the largest that fits, on a CPU the smallest (a 1.5B model answers in seconds per
+   keystroke on a laptop CPU), with a note that says how to measure. With no code model
+   installed or none that fits, the shipped SmolLM2-135M, with a note saying why and how
+   to get a code model.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import catalog, hardware, store
+from . import catalog, hardware, speed, store
 
 
 @dataclass(frozen=True)
@@ -76,21 +81,38 @@ def _auto() -> LocalModelChoice:
     if not code_models:
         return _shipped()
     gpu_mb = hardware.usable_gpu_mb()
-    if gpu_mb is not None:
-        order = [e for e in reversed(code_models) if e.memory_mb <= gpu_mb]
-        free = gpu_mb
-    else:
-        order = code_models[:1]
-        free = hardware.available_ram_mb()
+    free = gpu_mb if gpu_mb is not None else hardware.available_ram_mb()
     short = None
-    for entry in order:
+    fitting: list[tuple[catalog.ModelEntry, Path]] = []
+    for entry in code_models:
         path = store.installed_path(entry)
         if path is None:
             continue
         if free is not None and entry.memory_mb > free:
             short = short or entry
             continue
-        return LocalModelChoice(path, entry.name, entry.fim)
+        fitting.append((entry, path))
+    if fitting:
+        threads, layers = speed_settings(gpu_mb is not None)
+        measured = [(e, p, f) for e, p in fitting
+                    if (f := speed.cached(p, threads, layers)) is not None]
+        within = [m for m in measured if m[2].first_line_ms <= speed.TYPING_BUDGET_MS]
+        if within:
+            e, p, f = within[-1]  # the largest that fits the budget
+            return LocalModelChoice(p, e.name, e.fim)
+        if len(measured) == len(fitting):  # all measured, none fits the budget: the fastest
+            e, p, f = min(measured, key=lambda m: m[2].first_line_ms)
+            return LocalModelChoice(p, e.name, e.fim, note=(
+                f"local_model auto: no installed code model answers a keystroke within {speed.TYPING_BUDGET_MS} ms "
+                f"on this machine; {e.name}, the fastest, takes about {f.first_line_ms:.0f} ms"))
+        e, p = fitting[-1] if gpu_mb is not None else fitting[0]
+        if len(fitting) == 1:
+            return LocalModelChoice(p, e.name, e.fim)  # nothing to choose between
+        unmeasured = [x.name for x, _p in fitting if all(x is not m[0] for m in measured)]
+        return LocalModelChoice(p, e.name, e.fim, note=(
+            f"local_model auto: {', '.join(unmeasured)} not measured on this machine yet, so {e.name} was taken "
+            f"{'(the largest that fits the GPU)' if gpu_mb is not None else '(the smallest, on a CPU)'}; "
+            f"`sidecar model bench` measures them, and auto then picks by speed"))
     smallest = code_models[0]
     if short is not None:
         return _shipped(f"local_model auto: {short.name} is installed but needs about {short.memory_mb} MiB and "
@@ -98,3 +120,11 @@ def _auto() -> LocalModelChoice:
     return _shipped(f"local_model auto: no code model is installed, so the shipped SmolLM2-135M (no "
                     f"fill-in-the-middle) answers; run `sidecar model pull {smallest.name}` "
                     f"({smallest.size / 1e6:.0f} MB) for a real code model")
+
+
+def speed_settings(gpu: bool) -> tuple[int, int]:
+    """(threads, GPU layers) the managed engine runs a model with by default, which is
+    what its speed is measured and looked up with."""
+    from ..backends.engine_process import default_threads
+
+    return default_threads(), (-1 if gpu else 0)

@@ -66,8 +66,19 @@ def test_a_disabled_gate_admits_everything_and_counts_nothing():
     assert g.admit(gate.features("x", "blank_line", "stream", "python"))
     assert not metrics.snapshot()["counters"].get("gate.held_back")
     g.enabled = True
-    assert not g.admit(gate.features("x", "blank_line", "stream", "python"))
+    unsure = [("x", -3.0)]
+    assert not g.admit(gate.features("x", "blank_line", "stream", "python", unsure))
     assert metrics.snapshot()["counters"]["gate.held_back"] == 1
+
+
+def test_a_suggestion_without_log_probabilities_is_shown_unjudged():
+    metrics = Metrics()
+    g = gate.Gate(metrics, enabled=True, threshold=1.0)  # a bar nothing judged can pass
+    assert g.admit(gate.features("x", "blank_line", "stream", "python"))
+    assert g.admit(gate.features("x", "blank_line", "cache", "python"))
+    c = metrics.snapshot()["counters"]
+    assert c["gate.unjudged"] == 2 and not c.get("gate.held_back") and not g.recent
+    assert not g.admit(gate.features("x", "blank_line", "stream", "python", [("x", -0.1)]))
 
 
 def test_logprobs_shapes_from_stream_chunks():

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sidecar.models import catalog, hardware, select, store
+from sidecar.models import catalog, hardware, select, speed, store
 
 
 @pytest.fixture
@@ -16,6 +16,7 @@ def models_dir(tmp_path, monkeypatch):
     folder = tmp_path / "models"
     folder.mkdir()
     monkeypatch.setenv(store.MODELS_DIR_ENV, str(folder))
+    monkeypatch.setattr(speed, "cache_path", lambda: tmp_path / "model-speed.json")
     # A CPU machine with plenty of RAM unless a test says otherwise.
     monkeypatch.setattr(hardware, "usable_gpu_mb", lambda: None)
     monkeypatch.setattr(hardware, "available_ram_mb", lambda: 16000)
@@ -41,8 +42,43 @@ def test_auto_on_a_cpu_takes_the_small_code_model(models_dir):
     install("qwen2.5-coder-0.5b")
     install("qwen2.5-coder-1.5b")
     choice = select.choose("auto", None)
-    assert choice.name == "qwen2.5-coder-0.5b" and choice.fim is True and choice.note is None
+    assert choice.name == "qwen2.5-coder-0.5b" and choice.fim is True
+    assert "not measured on this machine yet" in choice.note and "sidecar model bench" in choice.note
     assert choice.path == store.model_path(catalog.get("qwen2.5-coder-0.5b"))
+
+
+def _measured(name: str, first_line_ms: float) -> None:
+    """Cache figures for an installed model as a measurement on this machine would."""
+    threads, layers = select.speed_settings(hardware.usable_gpu_mb() is not None)
+    speed.store(store.model_path(catalog.get(name)),
+                speed.Speed(prefill_tps=100.0, decode_tps=30.0, first_line_ms=first_line_ms, load_s=1.0,
+                            n_gpu_layers=layers, threads=threads))
+
+
+def test_auto_picks_by_measured_speed(models_dir):
+    install("qwen2.5-coder-0.5b")
+    install("qwen2.5-coder-1.5b")
+    _measured("qwen2.5-coder-0.5b", 400.0)
+    _measured("qwen2.5-coder-1.5b", 900.0)  # within the budget on this (fast) CPU: the larger one
+    choice = select.choose("auto", None)
+    assert choice.name == "qwen2.5-coder-1.5b" and choice.note is None
+    _measured("qwen2.5-coder-1.5b", 2500.0)  # too slow to type with: the 0.5B
+    assert select.choose("auto", None).name == "qwen2.5-coder-0.5b"
+    _measured("qwen2.5-coder-0.5b", 1800.0)  # none fits: the fastest, and a note saying so
+    choice = select.choose("auto", None)
+    assert choice.name == "qwen2.5-coder-0.5b" and "about 1800 ms" in choice.note
+
+
+def test_speed_figures_belong_to_one_file_and_machine(models_dir, tmp_path):
+    install("qwen2.5-coder-0.5b")
+    path = store.model_path(catalog.get("qwen2.5-coder-0.5b"))
+    _measured("qwen2.5-coder-0.5b", 400.0)
+    assert speed.cached(path, *select.speed_settings(False)).first_line_ms == 400.0
+    assert speed.cached(path, 99, 0) is None  # other threads: another measurement
+    os.utime(path, ns=(1, 1))  # the file changed: measured again
+    assert speed.cached(path, *select.speed_settings(False)) is None
+    (tmp_path / "model-speed.json").write_text("{not json")  # a broken cache counts as empty
+    assert speed.cached(path, *select.speed_settings(False)) is None
 
 
 def test_auto_with_a_gpu_takes_the_largest_that_fits(models_dir, monkeypatch):

@@ -328,3 +328,42 @@ def test_find_end_judges_only_complete_lines():
     assert find_end(["a = 1", "    retur"], ctx, multiline=True, open_last=False) is None
     assert find_end(["a = 1", "    retur"], ctx, multiline=True, open_last=True) == 1    # held back
     assert find_end(["a = 1", "    return y"], ctx, multiline=True, open_last=False) == 1
+
+
+# ------------------------------------------------------------------ 7. the confidence cut
+def feed_tokens(doc: str, tokens: list[tuple[str, float]], cut: float | None, lead: str = "") -> str:
+    """Feed ``tokens`` one at a time as a stream does: log-probabilities first, then the
+    text (``lead`` is text the filter gets before the tokens, as the line-break lift)."""
+    f = StreamFilter(ctx_at(doc), cut)
+    if lead:
+        f.feed(lead)
+    for text, lp in tokens:
+        f.token_logprobs.append((text, lp))
+        if f.feed(text):
+            break
+    return f.text()
+
+
+BLOCK = [("x = 1", -0.1), ("\n", -0.1), ("    ", -0.01), ("y = 2", -0.2), ("\n", -0.1), ("    ", -0.01),
+         ("zz", -5.0), (" = 3", -0.3), ("\n", -0.1), ("    ", -0.01), ("w = 4", -0.1), ("\n", -0.1)]
+
+
+def test_confidence_cut_ends_a_block_before_its_first_unsure_line():
+    doc = "def f():\n    |\n"
+    assert feed_tokens(doc, BLOCK, -2.0) == "x = 1\n    y = 2"
+    assert feed_tokens(doc, BLOCK, None) == "x = 1\n    y = 2\n    zz = 3\n    w = 4"
+    assert feed_tokens(doc, BLOCK, -6.0) == "x = 1\n    y = 2\n    zz = 3\n    w = 4"  # nothing that unsure
+
+
+def test_confidence_cut_never_cuts_the_first_line_and_skips_indentation_tokens():
+    doc = "def f():\n    |\n"
+    unsure_first = [("q", -9.0), ("q = 1", -0.1), ("\n", -0.1), ("    ", -12.0), ("y = 2", -0.1), ("\n", -0.1)]
+    assert feed_tokens(doc, unsure_first, -2.0) == "qq = 1\n    y = 2"
+
+
+def test_confidence_cut_matches_lines_from_the_end_when_the_text_has_a_lifted_break():
+    # At the end of a finished line the prompt ends with the break, which the filter gets
+    # back first; the tokens do not have it.
+    doc = "def f(a):\n    x = a|\n"
+    toks = [("    ", -0.1), ("y = 2", -0.1), ("\n", -0.1), ("    ", -0.1), ("zz = 3", -4.0), ("\n", -0.1)]
+    assert feed_tokens(doc, toks, -2.0, lead="\n") == "\n    y = 2"

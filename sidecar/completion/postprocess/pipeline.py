@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..context import CompletionContext
-from . import (block_end, fence, indentation, join_whitespace, line_policy, repetition, suffix_copy, suffix_repeat,
+from . import (block_end, confidence, fence, indentation, join_whitespace, line_policy, repetition, suffix_copy, suffix_repeat,
                trailing_whitespace)
 from .common import SuffixLine, following_lines
 from .suffix_overlap import strip_suffix_overlap
@@ -186,8 +186,10 @@ def clean(text: str, ctx: CompletionContext, *, multiline: bool | None = None) -
 class StreamFilter:
     """Feed text deltas with :meth:`feed`; read the cleaned result with :meth:`text`."""
 
-    def __init__(self, ctx: CompletionContext) -> None:
+    def __init__(self, ctx: CompletionContext, cut_logprob: float | None = None) -> None:
         self.ctx = ctx
+        #: The confidence cut's threshold (natural log; :mod:`.confidence`), None: off.
+        self.cut_logprob = cut_logprob
         self._raw = ""
         self._cut: int | None = None  # index in _raw where the completion ends
         self._breaks = 0  # line breaks in _raw when the lines were last judged
@@ -214,6 +216,11 @@ class StreamFilter:
         self._breaks = breaks
         lines = self._raw.split("\n")[:-1]
         keep = find_end(lines, self.ctx, multiline=self.ctx.multiline, open_last=False)
+        if self.cut_logprob is not None and self.token_logprobs and len(lines) > 1:
+            cut = confidence.cut_at(lines[: keep if keep is not None else len(lines)], self.token_logprobs,
+                                    self.cut_logprob, len(lines) + 1)
+            if cut is not None:
+                keep = cut
         if keep is None:
             return False
         # Keep the break after the last kept line: the text then says that line is complete.
