@@ -66,6 +66,7 @@ ROWS: list[tuple[str, str]] = [
     ("tts_p90_ms", "time-to-suggestion at pauses p90 (ms)"),
     ("tts_p99_ms", "time-to-suggestion at pauses p99 (ms)"),
     ("pauses_with_suggestion", "pauses that show a valid suggestion"),
+    ("pauses_with_correct_suggestion", "pauses that show a right suggestion"),
     ("keys_shown", "keys with a suggestion before the next key"),
     ("keys_shown_right", "keys with a right suggestion before the next key"),
     ("keys_shown_p50_ms", "time to suggestion at those keys p50 / p90 (ms)"),
@@ -123,6 +124,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "pauses_shown": len(shown),
         "pauses_with_suggestion": (len(shown) / len(pauses)) if pauses else None,
         "pauses_with_correct_suggestion": (sum(1 for p in pauses if p["correct"]) / len(pauses)) if pauses else None,
+        "pauses_correct": sum(1 for p in pauses if p["correct"]),
         "backend": raw.get("backend", "simulated"),
         "upstream_source": up["source"],
         "upstream_requests": n_up,
@@ -240,6 +242,8 @@ def _cell(key: str, s: dict[str, Any]) -> str:
         return f"{v:+d}" + ("" if share is None else f" ({100 * share:+.0f}%)")
     if key == "pauses_with_suggestion":
         return "-" if v is None else f"{100 * v:.0f}% ({s['pauses_shown']}/{s['pauses']})"
+    if key == "pauses_with_correct_suggestion":
+        return "-" if v is None else f"{100 * v:.0f}% ({s.get('pauses_correct', '?')}/{s['pauses']})"
     if key == "upstream_per_100_keys":
         return "-" if v is None else f"{v:.1f}"
     if key == "upstream_aborted":
