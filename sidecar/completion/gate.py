@@ -332,6 +332,7 @@ class Gate:
         return {
             "enabled": self.enabled, "threshold": self.threshold, "updates": self.model.updates,
             "shown": c.get("gate.shown", 0), "held_back": c.get("gate.held_back", 0),
+            "unjudged": c.get("gate.unjudged", 0),
             "accepted": c.get("gate.accepted", 0), "rejected": c.get("gate.rejected", 0),
             "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
             "recent": list(self.recent),

@@ -104,13 +104,7 @@ class StreamLauncher:
         if answer.stream is not None and not answer.stream.done:
             if req.updates:
                 self.start_updates(doc, req, answer, judge)
-            elif not self.up.local_backend():
-                # No updates to send: the client shows ``answer.text`` as it is, so the
-                # completion after accepting it can be asked for now. A cloud serves it
-                # beside the running stream; waiting for that stream's end left the pause
-                # after an accept with nothing ready (prefetch.py, "after a suggestion is shown").
-                asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)
-            else:  # a local engine evaluates one prompt at a time: speculate once the stream is over
+            else:  # no updates to send: speculate once the stream is over
                 doc.updates = asyncio.ensure_future(speculate_when_done(doc, req, answer, self.speculate_accept))
         else:  # after the answer is on its way: speculation is not on the keystroke path
             asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)

@@ -2,11 +2,8 @@
 
 Two speculations, both assuming the user takes what is shown:
 
-- **after a suggestion is shown**: the completion that follows accepting it, at the
-  document prefix plus the suggestion. For a client without updates on a cloud backend
-  it starts as soon as the answer is sent (the client shows that text as it is); with
-  updates (the shown text grows) or on a local engine (one prompt at a time) once the
-  suggestion's stream has ended;
+- **after a suggestion is shown** (its stream has ended): the completion that follows
+  accepting it, at the document prefix plus the suggestion;
 - **after an accepted suggestion ends a line**: the next line, at the prefix plus the
   accepted text, a line break and the indentation the next line will likely have.
 

@@ -33,7 +33,10 @@ THRESHOLD = "0.45"
 
 
 def env_for(tmp_path, sim, gate="true"):
-    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false",
+    """An OpenAI-compatible backend (the simulator), which returns token log-probabilities
+    when asked: the gate judges only suggestions that carry them."""
+    return sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
+                       SIDECAR_API_KEY="sk-gate-123456789", SIDECAR_PREFETCH="false",
                        SIDECAR_GATE=gate, SIDECAR_GATE_THRESHOLD=THRESHOLD)
 
 
@@ -95,13 +98,8 @@ async def test_rejects_raise_the_bar_accepts_lower_it_and_the_model_persists(tmp
         assert r is not None and r.items[0].insert_text == "total = sum(xs)"
 
 
-@pytest.mark.parametrize("gate", ["false", None])
-async def test_the_setting_turns_it_off_and_off_is_the_default(tmp_path, sim, gate):
-    env = env_for(tmp_path, sim)
-    if gate is None:
-        del env["SIDECAR_GATE"]
-    else:
-        env["SIDECAR_GATE"] = gate
+async def test_the_setting_turns_it_off(tmp_path, sim):
+    env = env_for(tmp_path, sim, gate="false")
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):  # rejects are not even counted
@@ -109,6 +107,21 @@ async def test_the_setting_turns_it_off_and_off_is_the_default(tmp_path, sim, ga
             assert r is not None
         gate = (await cmd(client, "sidecar.stats"))["gate"]
     assert gate["enabled"] is False and gate["held_back"] == 0 and gate["rejected"] == 0
+
+
+async def test_on_by_default_and_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
+    """SiliconFlow (the simulator as it) is not asked for log-probabilities: the gate, on
+    by default, shows its suggestions unjudged however often they are passed over."""
+    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false")
+    async with sidecar(env) as client:
+        open_doc(client, URI, TEXT)
+        for i in range(30):
+            r = await ask(client, *BLANKS[i % 2])
+            assert r is not None and r.items[0].insert_text == "total = sum(xs)"
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert gate["enabled"] is True and gate["held_back"] == 0 and gate["unjudged"] >= 30
+    bodies = [r.body for r in sim.requests if r.path.endswith("completions")]
+    assert bodies and not any("logprobs" in b for b in bodies)
 
 
 async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
