@@ -151,7 +151,7 @@ class Settings:
             "sure token has a natural log-probability below this (needs a backend that sends token "
             "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)")
     gate_threshold: float = setting(
-        0.6, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
+        0.53, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
     retained_short_s: float = setting(
         30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted")
     retained_long_s: float = setting(
