@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = [float(t) for t in a.thresholds.split(",")]
     template = template_for(Path(choice.path).stem)
     port = 18000 + random.Random().randrange(2000)
+    # SIGTERM ends the run through ``finally`` below, so the engine child goes with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     proc = subprocess.Popen([sys.executable, "-m", "sidecar.backends.engine_launcher", "--model", str(choice.path),
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--logits_all", "False",
                              "--n_threads", str(default_threads())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
