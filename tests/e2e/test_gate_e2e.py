@@ -98,8 +98,13 @@ async def test_rejects_raise_the_bar_accepts_lower_it_and_the_model_persists(tmp
         assert r is not None and r.items[0].insert_text == "total = sum(xs)"
 
 
-async def test_the_setting_turns_it_off(tmp_path, sim):
-    env = env_for(tmp_path, sim, gate="false")
+@pytest.mark.parametrize("gate", ["false", None])
+async def test_the_setting_turns_it_off_and_off_is_the_default(tmp_path, sim, gate):
+    env = env_for(tmp_path, sim)
+    if gate is None:
+        del env["SIDECAR_GATE"]
+    else:
+        env["SIDECAR_GATE"] = gate
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):  # rejects are not even counted
@@ -109,10 +114,11 @@ async def test_the_setting_turns_it_off(tmp_path, sim):
     assert gate["enabled"] is False and gate["held_back"] == 0 and gate["rejected"] == 0
 
 
-async def test_on_by_default_and_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
-    """SiliconFlow (the simulator as it) is not asked for log-probabilities: the gate, on
-    by default, shows its suggestions unjudged however often they are passed over."""
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false")
+async def test_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
+    """SiliconFlow (the simulator as it) is not asked for log-probabilities: the gate, on,
+    shows its suggestions unjudged however often they are passed over."""
+    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false",
+                      SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD)
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):
