@@ -978,23 +978,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.fim_suffix_chars < 0:
         print("python -m devtools.bench quality: --fim-suffix-chars must be at least 0", file=sys.stderr)
         return 2
-    if args.files:
-        files = [Path(f) for f in args.files]
-    elif args.corpus == "smoke":
-        files = default_files()
-    else:
-        from .corpus import CorpusError, corpus_files
-
-        try:
-            files = [f.path for f in corpus_files(args.corpus)]
-        except CorpusError as exc:
-            print(f"python -m devtools.bench quality: the real-code corpus cannot be used: {exc}", file=sys.stderr)
-            return 1
-        print(f"corpus: the {args.corpus} half, {len(files)} files (devtools/bench/corpus.py)", flush=True)
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        print(f"python -m devtools.bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
-        return 2
     models: list[str | None] = []
     if not args.no_default_model:
         try:
@@ -1014,7 +997,6 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         print("python -m devtools.bench quality: --no-default-model needs at least one --model", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sidecar-quality-"))
 
     def progress(msg: str) -> None:
         print(f"[quality] {msg}", file=sys.stderr, flush=True)
@@ -1034,6 +1016,24 @@ def main(argv: list[str] | None = None) -> int:
         for msg in problems:
             print(f"python -m devtools.bench quality: {msg}", file=sys.stderr)
         return 2
+    if args.files:
+        files = [Path(f) for f in args.files]
+    elif args.corpus == "smoke":
+        files = default_files()
+    else:
+        from .corpus import CorpusError, corpus_files
+
+        try:
+            files = [f.path for f in corpus_files(args.corpus)]
+        except CorpusError as exc:
+            print(f"python -m devtools.bench quality: the real-code corpus cannot be used: {exc}", file=sys.stderr)
+            return 1
+        print(f"corpus: the {args.corpus} half, {len(files)} files (devtools/bench/corpus.py)", flush=True)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        print(f"python -m devtools.bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sidecar-quality-"))
     opts = Options(max_tokens=args.max_tokens, naive_prefix_chars=args.naive_prefix_chars,
                    fim_prefix_chars=args.fim_prefix_chars, fim_suffix_chars=args.fim_suffix_chars, settings=settings)
     try:

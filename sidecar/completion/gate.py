@@ -300,9 +300,11 @@ class Gate:
         as ``uri:line:column``, 0-based, the column in code points, for the user's "why was it held back")."""
         if not self.enabled:
             return True
-        if f.mean_logprob is None:
-            # No token log-probabilities (a backend that sends none, a stored suggestion):
-            # text features alone do not tell right from wrong, so it is shown.
+        if f.mean_logprob is None and f.origin == "stream":
+            # A fresh stream without token log-probabilities: the backend sends none, and
+            # text features alone do not tell right from wrong, so it is shown. (A stored
+            # or typed-through suggestion is judged as before: its stream may have had
+            # them, and a suggestion held back once is not shown from the cache.)
             self.metrics.count("gate.unjudged")
             return True
         p = self.model.p_accept(f)

@@ -143,8 +143,8 @@ class Settings:
         False, env="SIDECAR_GATE",
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
             "passed-over suggestions (`completion/gate.py`). It judges suggestions that carry the model's token "
-            "log-probabilities (the managed engine, OpenAI-compatible engines that return them) and shows the "
-            "others; fitted on the real-code corpus's tuning half. Off by default: while typing, its learning from "
+            "log-probabilities (the managed engine, OpenAI-compatible engines that return them) and shows fresh "
+            "suggestions from backends that send none; fitted on the real-code corpus's tuning half. Off by default: while typing, its learning from "
             "passed-over suggestions held back half the right ones (docs/benchmarks.md)")
     confidence_cut_logprob: float = setting(
         0.0, range=(-30.0, 0.0),

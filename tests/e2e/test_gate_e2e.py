@@ -116,9 +116,10 @@ async def test_the_setting_turns_it_off_and_off_is_the_default(tmp_path, sim, ga
 
 async def test_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
     """SiliconFlow (the simulator as it) is not asked for log-probabilities: the gate, on,
-    shows its suggestions unjudged however often they are passed over."""
+    shows its fresh streams' suggestions unjudged however often they are passed over (the
+    cache is off: a stored suggestion is judged on its text, see test_gate.py)."""
     env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false",
-                      SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD)
+                      SIDECAR_CACHE="false", SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD)
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):
