@@ -27,9 +27,11 @@ class Acceptance:
         self.metrics = metrics
         self.gate = gate  # the confidence gate (gate.py): told what became of each suggestion
         # Per document, the last suggestion shown and not labelled yet: ``(item id,
-        # doc_prefix, doc_suffix, text, gate features)``.
-        self._open: dict[str, tuple[str, str, str, str, object]] = {}
-        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str]] = OrderedDict()
+        # doc_prefix, doc_suffix, text, gate features, request id)``.
+        self._open: dict[str, tuple[str, str, str, str, object, int]] = {}
+        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str, int]] = OrderedDict()
+        # Requests whose suggestion was counted as shown (by its answer or an update): once.
+        self._counted: OrderedDict[int, None] = OrderedDict()
         #: Called with ``(uri, doc_prefix, taken, eol)`` for each accept that took text
         #: (``retention.py`` follows it through later edits).
         self.on_taken: Callable[[str, str, str, str], None] | None = None
@@ -38,24 +40,54 @@ class Acceptance:
         """Remember a suggestion handed to the editor, so an accept can be traced back."""
         self.metrics.count("suggestions.shown")
         self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
-        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
-                                req.ctx.eol)
+        self._count_once(req.id)
+        self._remember(item_id, req, text)
         if req.gate_features is not None:
-            self._open[req.uri] = (item_id, req.doc_prefix, req.doc_suffix, text, req.gate_features)
-        while len(self._shown) > MAX_SHOWN:
-            self._shown.popitem(last=False)
+            self._open[req.uri] = (item_id, req.doc_prefix, req.doc_suffix, text, req.gate_features, req.id)
+
+    def shown_update(self, item_id: str, req: Request, text: str) -> None:
+        """The update item ``item_id`` (``u<request id>.<seq>``, updates.py) carrying
+        ``text`` went to the editor: an accept of it is counted, retained and labelled
+        exactly as an answer's item. The suggestion counts as shown once per request,
+        at its first update with text when the request itself was answered with nothing."""
+        if not text:
+            return
+        self._remember(item_id, req, text)
+        if self._count_once(req.id):
+            self.metrics.count("suggestions.shown")
+            self.metrics.count("tokens.shown", tokens.count(text))
+
+    def _count_once(self, req_id: int) -> bool:
+        """True the first time ``req_id`` is seen (its suggestion is counted as shown)."""
+        if req_id in self._counted:
+            return False
+        self._counted[req_id] = None
+        while len(self._counted) > MAX_SHOWN:
+            self._counted.popitem(last=False)
+        return True
 
     def shown_by_update(self, req: Request, text: str) -> None:
         """``req`` was answered with nothing and its first text went out as an update
         (items ``u<request id>.<seq>``): the gate's label follows that suggestion."""
         if req.gate_features is not None and text:
-            self._open[req.uri] = (f"u{req.id}", req.doc_prefix, req.doc_suffix, text, req.gate_features)
+            self._open[req.uri] = (f"u{req.id}", req.doc_prefix, req.doc_suffix, text, req.gate_features, req.id)
+
+    def _remember(self, item_id: str, req: Request, text: str) -> None:
+        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
+                                req.ctx.eol, req.id)
+        self._shown.move_to_end(item_id)
+        while len(self._shown) > MAX_SHOWN:
+            self._shown.popitem(last=False)
 
     def _label(self, item_id: str, accepted: bool) -> None:
-        """Tell the gate what became of the open suggestion ``item_id`` (once; an update's
-        item ``u<request id>.<seq>`` stands for its request's suggestion)."""
+        """Tell the gate what became of the open suggestion ``item_id`` (once). Any item
+        of the same request stands for its suggestion: the answer's ``c<n>`` and its
+        updates' ``u<request id>.<seq>``."""
+        shown = self._shown.get(item_id)
+        req_id = shown[7] if shown is not None else None
         for uri, rec in list(self._open.items()):
-            if rec[0] == item_id or (rec[0].startswith("u") and item_id.startswith(rec[0] + ".")):
+            if rec[0] == item_id or (req_id is not None and rec[5] == req_id) \
+                    or (rec[0].startswith("u") and item_id.startswith(rec[0] + ".")):
                 del self._open[uri]
                 if self.gate is not None:
                     self.gate.outcome(rec[4], accepted)
@@ -67,7 +99,7 @@ class Acceptance:
         rec = self._open.get(req.uri)
         if rec is None:
             return
-        item_id, prefix, suffix, text, _f = rec
+        item_id, prefix, suffix, text, _f, _r = rec
         if req.doc_prefix.startswith(prefix):
             typed = req.doc_prefix[len(prefix):]
             first = _first_line(text)
@@ -91,7 +123,7 @@ class Acceptance:
         rec = self._shown.get(item_id)
         if rec is None:
             return None
-        uri, doc_prefix, doc_suffix, text, language, line_suffix, eol = rec
+        uri, doc_prefix, doc_suffix, text, language, line_suffix, eol, _req_id = rec
         taken = take_units(text, chars) if chars is not None else text
         self.metrics.count("accepted_chars", len(taken))
         if taken and self.on_taken is not None:

@@ -39,7 +39,7 @@ from .prefetch import Prefetcher
 from .request import Answer, Request, Upstream
 from .reuse import MISS, from_cache, reuse_stream, store_stream
 from .slots import StreamSlots
-from .updates import UpdateSink
+from .updates import update_item_id, UpdateSink
 
 if TYPE_CHECKING:
     from ..metrics import Metrics
@@ -68,8 +68,9 @@ class Scheduler:
         self.slots = StreamSlots()
         self.acceptance = Acceptance(metrics, self.gate)
         self.prefetch = Prefetcher(upstream, self.docs.by_uri, self.slots, metrics, cache, self._stream_ended)
+        self._send_update = on_update
         self.streams = StreamLauncher(upstream, self.docs, self.slots, self.prefetch, metrics,
-                                      on_update=on_update, on_end=self._stream_ended)
+                                      on_update=self._on_update, on_end=self._stream_ended)
 
     # ------------------------------------------------------------------ document events
     def keystroke(self, uri: str) -> None:
@@ -189,6 +190,11 @@ class Scheduler:
 
     def shown(self, item_id: str, req: Request, text: str) -> None:
         self.acceptance.shown(item_id, req, text)  # an accept can be traced back
+
+    def _on_update(self, req: Request, text: str, done: bool, seq: int) -> None:
+        """Send one update, and remember its item for accepts (acceptance.py)."""
+        self._send_update(req, text, done, seq)
+        self.acceptance.shown_update(update_item_id(req.id, seq), req, text)
 
     def _stream_ended(self, s: InflightStream) -> None:
         if s.aborted:

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 UpdateSink = Callable[[Request, str, bool, int], None]
 
 
+def update_item_id(req_id: int, seq: int) -> str:
+    """The id of the item an update carries: ``u<request id>.<seq>`` (the accept
+    command's first argument when the user takes it)."""
+    return f"u{req_id}.{seq}"
+
+
 async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: UpdateSink, metrics: Metrics,
                        speculate: Callable[[Request, str], None],
                        judge: Callable[[str, bool], bool] | None = None) -> None:

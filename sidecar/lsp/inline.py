@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from ..completion.context import NotCompletable
 from ..completion.request import Request
+from ..completion.updates import update_item_id
 from .documents import encoding_name
 from .positions import InvalidPosition, offset_at, units_of
 
@@ -150,7 +151,7 @@ def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int)
     place: LspPlace = req.place
     items = []
     if text:
-        item = _item(text, place.lead, place.range, place.eol, place.encoding, f"u{req.id}.{seq}")
+        item = _item(text, place.lead, place.range, place.eol, place.encoding, update_item_id(req.id, seq))
         items.append(ls.protocol.to_json(item))
     ls.protocol.notify(NOTIFY_UPDATE, {
         "uri": req.uri,
