@@ -5,14 +5,16 @@ decode tokens per second, the keystroke first line in ms), caches the figures (w
 ``local_model = "auto"`` picks by) and prints them; ``pull`` measures the model it
 installed. ``list`` shows the cached figures of each installed model.
 
-Exit status: 0 done; 1 the action failed (not installed, a failed pull: the message is
-on stderr, without a traceback); 2 an unknown name or an invalid extra catalog.
+Exit status: 0 done; 1 the action failed (not installed, a failed pull, a disk or
+config file that cannot be written: one line on stderr, what failed, where and what to
+do, without a traceback); 2 an unknown name or an invalid extra catalog.
 Results go to stdout (``pull`` and ``path`` print the model's path), messages to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -46,17 +48,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the action in ``args`` (from :func:`add_arguments`); returns the exit status."""
+    """Run the action in ``args`` (from :func:`add_arguments`); returns the exit status.
+    An OSError no action reported itself is one line too (exit status 1)."""
     try:
-        if args.model_cmd == "list":
-            return _list(args.json)
-        if args.model_cmd == "bench":
-            return _bench([get(n) for n in args.names] or [e for e in entries() if _installed(e)], args.draft)
-        entry = get(args.name)
-    except (UnknownModel, CatalogError) as exc:
-        print(f"sidecar: {exc}", file=sys.stderr)
-        return 2
-    return {"pull": _pull, "use": _use, "path": _path, "rm": _rm}[args.model_cmd](entry, args)
+        try:
+            if args.model_cmd == "list":
+                return _list(args.json)
+            if args.model_cmd == "bench":
+                return _bench([get(n) for n in args.names] or [e for e in entries() if _installed(e)], args.draft)
+            entry = get(args.name)
+        except (UnknownModel, CatalogError) as exc:
+            print(f"sidecar: {exc}", file=sys.stderr)
+            return 2
+        return {"pull": _pull, "use": _use, "path": _path, "rm": _rm}[args.model_cmd](entry, args)
+    except OSError as exc:
+        from .store import disk_problem, models_dir
+
+        print(f"sidecar: {disk_problem(exc, f'run `sidecar model {args.model_cmd}` with', models_dir(), None)}",
+              file=sys.stderr)
+        return 1
 
 
 def _installed(entry: ModelEntry) -> Path | None:
@@ -231,8 +241,14 @@ def _use(entry: ModelEntry, args: argparse.Namespace) -> int:
     path = config.config_file_path()
     try:
         action = set_local_model(path, entry.name)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         print(f"sidecar: cannot update {path}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        from .store import disk_problem
+
+        print(f"sidecar: {disk_problem(exc, 'write the config file', path, 'set SIDECAR_CONFIG to a file')}",
+              file=sys.stderr)
         return 1
     print(f'{action} local_model = "{entry.name}" in {path}', file=sys.stderr)
     for var in ("SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_LOCAL_MODEL"):
@@ -252,7 +268,8 @@ def set_local_model(path: Path, name: str) -> str:
     every other line ("replaced", "added" or "created"). The result is parsed before it
     is written (atomically, keeping the file's mode; a new file is 0600): raises
     ValueError when the file is not valid TOML afterwards, OSError when it cannot be
-    written."""
+    read or written (a folder in its place, a read-only or full disk; the file is then
+    unchanged and no ``.tmp`` file is left)."""
     exists = path.exists()
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if exists else []
     new = f"local_model = {json.dumps(name)}\n"
@@ -274,9 +291,16 @@ def set_local_model(path: Path, name: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, (path.stat().st_mode & 0o777) if exists else 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk says so here, before the old file is replaced
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return "replaced" if found is not None else ("added" if exists else "created")
 
 

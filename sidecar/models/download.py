@@ -137,7 +137,9 @@ def download(client: httpx.Client, wheel: Wheel, folder: Path, meter: Meter, lab
     append; 200: start over). ``label`` names the part in messages ("part 2/6").
 
     Raises PullError on a network error or an HTTP status other than 200/206 (the
-    ``.part`` file stays for a resume), or on a wrong size or hash (the file is deleted).
+    ``.part`` file stays for a resume), or on a wrong size or hash (the file is deleted);
+    OSError when the disk refuses (its ``filename`` the file, the ``.part`` for a failed
+    write: what was written stays, a prefix the next run resumes and hashes again).
     """
     final, part = folder / wheel.filename, folder / (wheel.filename + ".part")
     if final.exists():
@@ -192,18 +194,23 @@ def _fetch(client, wheel: Wheel, part: Path, h, offset: int, meter: Meter, label
                                 f"was deleted; {RESUME_HINT}")
             else:
                 raise PullError(f"{label}: HTTP {r.status_code} from {host} for {wheel.filename}; {RESUME_HINT}")
-            with open(part, mode) as out:
-                for block in r.iter_bytes():
-                    offset += len(block)
-                    if wheel.size is not None and offset > wheel.size:
-                        out.close()
-                        part.unlink()
-                        raise PullError(f"{label}: {host} sent more than the {wheel.size} bytes the index gives "
-                                        f"{wheel.filename}; the partial file was deleted")
-                    out.write(block)
-                    out.flush()  # in the file before it counts: a killed pull resumes from here
-                    h.update(block)
-                    meter.advance(len(block))
+            try:
+                with open(part, mode) as out:
+                    for block in r.iter_bytes():
+                        offset += len(block)
+                        if wheel.size is not None and offset > wheel.size:
+                            out.close()
+                            part.unlink()
+                            raise PullError(f"{label}: {host} sent more than the {wheel.size} bytes the index gives "
+                                            f"{wheel.filename}; the partial file was deleted")
+                        out.write(block)
+                        out.flush()  # in the file before it counts: a killed pull resumes from here
+                        h.update(block)
+                        meter.advance(len(block))
+            except OSError as exc:  # a write that failed (disk full) names no file: this is the one
+                if exc.filename is None:
+                    exc.filename = str(part)
+                raise
     except httpx.HTTPError as exc:
         raise PullError(f"{label}: the download of {wheel.filename} from {host} stopped "
                         f"({exc or type(exc).__name__}) after {offset} bytes; {RESUME_HINT}") from None

