@@ -90,7 +90,11 @@ DEFAULT_WEIGHTS: tuple[float, ...] = (
     0.06, 0.46, -0.02, 0.40,    # minimum log-probability, per kind
     -0.01, 0.57, 0.06, 0.44,    # first token's log-probability, per kind
 )
+#: The default ``gate_threshold`` (``config/settings.py`` takes it from here).
 DEFAULT_THRESHOLD = 0.53
+#: The largest weight a stored model may hold, either way: the defaults are under 2 and
+#: the L2 pull keeps learned ones near them; a stored one beyond it is a broken file.
+MAX_WEIGHT = 100.0
 
 
 def hole_kind(line_prefix: str, line_suffix: str) -> str:
@@ -215,26 +219,57 @@ class GateModel:
         """One gradient step on the log-loss of ``f`` labelled ``accepted``."""
         x = f.vector()
         err = (1.0 if accepted else 0.0) - self.p_accept(f)
-        for i, (w, xi) in enumerate(zip(self.weights, x)):
-            self.weights[i] = w + lr * RATE_SHARE[i] * (err * xi - L2 * (w - DEFAULT_WEIGHTS[i]))
+        new = [w + lr * RATE_SHARE[i] * (err * xi - L2 * (w - DEFAULT_WEIGHTS[i]))
+               for i, (w, xi) in enumerate(zip(self.weights, x))]
+        if not all(math.isfinite(w) and abs(w) <= MAX_WEIGHT for w in new):
+            log.warning("gate: a learning step gave weights that are not finite or out of range; skipped it")
+            return
+        self.weights = new
         self.updates += 1
 
     def to_json(self) -> str:
+        """The stored form (strict JSON: a weight that is not finite is never written,
+        :meth:`learn` keeps them finite)."""
         return json.dumps({"version": STATE_VERSION, "features": list(FEATURE_NAMES),
-                           "weights": self.weights, "updates": self.updates})
+                           "weights": self.weights, "updates": self.updates}, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> GateModel | None:
-        """The stored model, or None when it is not one of this version and features."""
+        """The stored model, or None when it is not one of this version and features, or
+        not a usable one (:meth:`parse` says why)."""
+        return cls.parse(text)[0]
+
+    @classmethod
+    def parse(cls, text: str) -> tuple[GateModel | None, str | None]:
+        """``(model, None)`` for a usable stored model; ``(None, None)`` for one of
+        another version or feature list (an upgrade: not a fault); ``(None, why)`` for a
+        broken one: not JSON, not an object, weights of the wrong number or type, a
+        weight that is not finite or beyond ``MAX_WEIGHT``, a bad update count."""
         try:
             d = json.loads(text)
-            if d.get("version") != STATE_VERSION or tuple(d.get("features", ())) != FEATURE_NAMES:
-                return None
-            m = cls(d["weights"])
-            m.updates = int(d.get("updates", 0))
-            return m
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return None
+        except (ValueError, TypeError, RecursionError) as exc:
+            return None, f"not JSON ({exc})"
+        if not isinstance(d, dict):
+            return None, f"not a JSON object (a JSON {type(d).__name__})"
+        if d.get("version") != STATE_VERSION or d.get("features") != list(FEATURE_NAMES):
+            return None, None
+        weights = d.get("weights")
+        if not isinstance(weights, list) or len(weights) != len(FEATURE_NAMES):
+            n = len(weights) if isinstance(weights, list) else type(weights).__name__
+            return None, f"{n} weights for {len(FEATURE_NAMES)} features"
+        for name, w in zip(FEATURE_NAMES, weights):
+            if isinstance(w, bool) or not isinstance(w, (int, float)):
+                return None, f"the weight of {name} is not a number ({w!r:.40})"
+            if not math.isfinite(w):
+                return None, f"the weight of {name} is not a finite number ({w})"
+            if abs(w) > MAX_WEIGHT:
+                return None, f"the weight of {name} is out of range ({w:g}; at most {MAX_WEIGHT:g} either way)"
+        updates = d.get("updates", 0)
+        if isinstance(updates, bool) or not isinstance(updates, int) or updates < 0:
+            return None, f"the count of updates is not a whole number of at least 0 ({updates!r:.40})"
+        m = cls(weights)
+        m.updates = updates
+        return m, None
 
 
 #: ``(load, save)`` of the model's stored JSON (the cache file's ``gate`` row).
@@ -267,9 +302,14 @@ class Gate:
         except Exception:  # noqa: BLE001 - the cache file may be off or broken
             log.debug("gate: no stored model", exc_info=True)
             return
-        m = GateModel.from_json(text) if text else None
+        if not text:
+            return
+        m, why = GateModel.parse(text)
         if m is not None:
             self.model = m
+        elif why is not None:
+            # Written back at the next label (``persist``); until then the defaults.
+            log.warning("gate: the stored model in the cache file is unusable (%s); using the default weights", why)
 
     async def persist(self) -> None:
         """Store the model if it learned since the last time."""

@@ -24,7 +24,13 @@ _RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "c
 
 
 class ConfigError(ValueError):
-    """An invalid setting. The message names the key, the value and its source."""
+    """An invalid setting. The message names the key, the value and its source.
+    ``keys``: for settings that contradict each other (raised by ``load.build``), the
+    settings involved, the likeliest culprit first (what ``load.settle`` drops)."""
+
+    def __init__(self, message: str, keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.keys = tuple(keys)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ computed from the declaration in ``settings.py``."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import platformdirs
 
@@ -89,6 +90,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             out = float(value)
         except (TypeError, ValueError):
             raise bad("a number") from None
+        if not math.isfinite(out):
+            raise bad("a finite number")
     else:
         if not isinstance(value, str):
             raise bad("a string")
@@ -204,15 +207,50 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     engine = s.engine
     if s.resolved_mode in ("local", "auto"):
         if not engine.managed and not s.local_url:
-            raise ConfigError(f"invalid settings: local_engine '{engine.name}' needs local_url (SIDECAR_LOCAL_URL)")
+            raise ConfigError(f"invalid settings: local_engine '{engine.name}' needs local_url (SIDECAR_LOCAL_URL)",
+                              keys=("local_engine",))
         if engine.needs_model and not s.local_model:
             raise ConfigError(f"invalid settings: local_engine '{engine.name}' needs local_model (SIDECAR_LOCAL_MODEL), "
-                              f"e.g. {engine.model_example}")
+                              f"e.g. {engine.model_example}", keys=("local_engine",))
     if s.debounce_max_ms is not None and s.debounce_min_ms > s.debounce_max_ms:
         raise ConfigError(
-            f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})"
-        )
+            f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})",
+            keys=("debounce_min_ms", "debounce_max_ms"))
     return s
+
+
+def settle(layers: Sequence[Mapping[str, Any]], errors: list[str] | None = None, *,
+           names: Sequence[str] = (), fixed: int = 0) -> list[dict[str, Any]]:
+    """``layers`` (lowest first, as :func:`build` takes them) with the settings dropped
+    that make them contradict each other, so that :func:`build` accepts them: only the
+    settings a contradiction names (``ConfigError.keys``) fall back to the layer below
+    or the default, never the rest of their layer. Of the layers that set them, the
+    lowest loses first: a higher layer (the environment over the config file) is what
+    the user set last. The first ``fixed`` layers are kept as they are (already
+    settled). Each drop is one message in ``errors`` naming the contradiction, the
+    settings and their layer (``names``, e.g. "the config file"). A contradiction that
+    names no setting a layer set drops the editable layers whole, lowest first (never
+    seen: a last resort). Raises ConfigError only when the fixed layers contradict."""
+    out = [dict(layer) for layer in layers]
+    while True:
+        try:
+            build(*out)
+            return out
+        except ConfigError as exc:
+            at = next(((i, [k for k in exc.keys if k in out[i]]) for i in range(fixed, len(out))
+                       if any(k in out[i] for k in exc.keys)), None)
+            if at is None:
+                at = next(((i, sorted(out[i])) for i in range(fixed, len(out)) if out[i]), None)
+                if at is None:
+                    raise
+            i, drop = at
+            for k in drop:
+                out[i].pop(k, None)
+                if k == "api_key":
+                    out[i].pop("api_key_for", None)
+            where = names[i] if i < len(names) else f"settings layer {i + 1}"
+            if errors is not None:
+                errors.append(f"{exc}; ignored {' and '.join(drop)} from {where}")
 
 
 def backend_changed(old: Settings, new: Settings) -> bool:

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from .. import providers as P
+# The gate's fitted defaults live with its weights (one source: docs/benchmarks.md, "Confidence gate").
+from ..completion import gate as _gate
 from ..observability import redact as _redact
 from .declare import is_secret_header, setting, spec_of
 
@@ -152,7 +154,7 @@ class Settings:
             "sure token has a natural log-probability below this (needs a backend that sends token "
             "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)")
     gate_threshold: float = setting(
-        0.53, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
+        _gate.DEFAULT_THRESHOLD, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
     retained_short_s: float = setting(
         30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted")
     retained_long_s: float = setting(

@@ -14,13 +14,15 @@ from lsprotocol import types
 
 from ..config import build
 from ..observability.stats import completion_stats
+from ..observability.strictjson import finite
 
 log = logging.getLogger(__name__)
 
 
 async def stats_payload(ls: Any) -> dict[str, Any]:
     """What ``sidecar.stats`` returns (and the stats file holds): counters, latency
-    percentiles in ms, cache, acceptance, prefetch and runtime figures."""
+    percentiles in ms, cache, acceptance, prefetch and runtime figures. A figure that is
+    not a finite number is null (strict JSON, observability/strictjson.py)."""
     if ls.service is None:
         return {"ready": False}
     snap = await completion_stats(ls.service)
@@ -30,7 +32,7 @@ async def stats_payload(ls: Any) -> dict[str, Any]:
         "request_futures": len(getattr(ls.protocol, "_request_futures", ())),
         **snap["runtime"],
     }
-    return snap
+    return finite(snap)
 
 
 async def write_stats_forever(ls: Any, every_s: float = 2.0) -> None:

@@ -1,5 +1,7 @@
 """pygls' protocol with the sidecar's guarantees (docs/architecture.md, "Rules of the
-house"): a request with invalid params is answered (-32602), never dropped; documents
+house"): a request with invalid params is answered (-32602), never dropped, and a
+handler that rejects its arguments (``sidecar.setMode`` with a typo) is one warning line,
+not an ERROR with a traceback; documents
 apply edits as LSP says (``documents.py``); notification futures are not kept forever
 (pygls 2.1.1, ``docs/upstream/pygls-2.1.1.md``); and no frame written to stdout carries a
 registered secret. Frames are read by ``framing.py``, not by pygls' reader.
@@ -7,13 +9,17 @@ registered secret. Frames are read by ``framing.py``, not by pygls' reader.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol
 
 from ..observability.redact import redact_registered_bytes
+from ..observability.strictjson import strict_bytes
 from .documents import DocumentsProtocolMixin
+
+log = logging.getLogger(__name__)
 
 
 class _Unanswerable:
@@ -38,6 +44,19 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
                 self._send_response(data["id"], error=err.to_response_error())
                 return _Unanswerable()
             raise
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """A handler that rejected its request's arguments (``JsonRpcInvalidParams``:
+        ``sidecar.setMode 'turbo'``, an unknown command) is answered -32602 with its
+        message and logged as one warning line. pygls would log it as an ERROR with a
+        traceback and report it as a server error: it is the caller's mistake."""
+        exc = None if future.cancelled() else future.exception()
+        if not isinstance(exc, JsonRpcInvalidParams):
+            super()._send_handler_result(future, msg_id=msg_id)
+            return
+        self._request_futures.pop(msg_id, None)
+        log.warning("rejected a request (-32602): %s", exc.message)
+        self._send_response(msg_id, error=exc.to_response_error())
 
     def to_json(self, obj: Any) -> Any:
         """An lsprotocol object as plain JSON data (dicts, lists, camelCase keys), for a
@@ -74,7 +93,9 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
 
 class _RedactingWriter:
     """Writes each frame with the registered secrets (exact values only: completion text
-    is never touched by a pattern) replaced, and its Content-Length fixed to match."""
+    is never touched by a pattern) replaced, as strict JSON (pygls writes a float that is
+    not finite as a bare ``NaN``, which strict parsers reject: it becomes ``null``,
+    observability/strictjson.py), and its Content-Length fixed to match."""
 
     def __init__(self, writer: Any) -> None:
         self._writer = writer
@@ -83,7 +104,7 @@ class _RedactingWriter:
         head, sep, body = data.partition(b"\r\n\r\n")
         if not sep:
             return self._writer.write(redact_registered_bytes(data))
-        clean = redact_registered_bytes(body)
+        clean = strict_bytes(redact_registered_bytes(body))
         if clean is not body:
             lines = [b"Content-Length: %d" % len(clean) if ln.lower().startswith(b"content-length:") else ln
                      for ln in head.split(b"\r\n")]

@@ -23,7 +23,7 @@ from .. import __version__
 from ..backends.errors import BackendError
 from ..completion.crossfile import CrossFileContext
 from ..completion.service import CompletionService
-from ..config import ConfigError, Settings, build, normalize
+from ..config import ConfigError, Settings, build, config_file_path, normalize, settle
 from ..observability.redact import redact
 from .documents import encoding_name
 from .inline import CMD_ACCEPT, inline_completion, send_update
@@ -93,7 +93,10 @@ class SidecarServer(LanguageServer):
 
 def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) -> SidecarServer:
     """Build the server with every feature registered. ``base_layers`` are the config-file
-    and environment layers; ``startup_errors`` are messages to show once initialized."""
+    and environment layers; ``startup_errors`` are messages to show once initialized.
+    Settings of theirs that contradict each other drop only themselves, the config
+    file's before the environment's (``config.settle``)."""
+    base_layers = settle(base_layers, startup_errors, names=(f"config file {config_file_path()}", "the environment"))
     server = SidecarServer(base_layers, startup_errors)
     # Other open documents' recent edits and definitions for prompts (completion/crossfile/).
     server.crossfile = CrossFileContext(lambda: server.workspace.text_documents, lambda: server.workspace.root_path)
@@ -107,8 +110,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             ls.init_layer = normalize(opts, "initializationOptions", ls.startup_errors)
         elif opts is not None:
             ls.startup_errors.append(f"initializationOptions must be an object, got {type(opts).__name__}")
-        try:
-            ls.settings()
+        try:  # a contradiction there drops only its settings from initializationOptions
+            ls.init_layer = settle([*ls.base_layers, ls.init_layer], ls.startup_errors,
+                                   names=(*[""] * len(ls.base_layers), "initializationOptions"),
+                                   fixed=len(ls.base_layers))[-1]
         except ConfigError as exc:
             ls.startup_errors.append(str(exc))
             ls.init_layer = {}
@@ -120,7 +125,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         ls.startup_errors.clear()
         try:
             settings = ls.settings()
-        except ConfigError as exc:  # contradicting values across the base layers
+        except ConfigError as exc:  # not after settle(): a last resort
             ls.show(types.MessageType.Error, f"{exc} (using the defaults)")
             ls.base_layers = [{}, {}]
             settings = ls.settings()
@@ -218,7 +223,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
     async def on_set_mode(ls: SidecarServer, *args: Any) -> dict[str, Any]:
         mode = args[0] if args else None
         if mode not in ("cloud", "local", "auto"):
-            raise JsonRpcInvalidParams(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {mode!r}")
+            # -32602, and one warning line (SidecarProtocol._send_handler_result): a
+            # caller's typo is not a server error.
+            shown = "no argument" if not args else repr(mode)
+            raise JsonRpcInvalidParams(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {shown}")
         return await switch_mode(ls, mode)
 
     @server.command(CMD_TOGGLE_LOCAL)

@@ -12,7 +12,6 @@ at all.
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import logging.handlers
 import uuid
@@ -21,6 +20,7 @@ from pathlib import Path
 import platformdirs
 
 from .redact import protect, redact, redact_obj
+from .strictjson import dumps
 
 trace_id: contextvars.ContextVar[str] = contextvars.ContextVar("sidecar_trace_id", default="")
 
@@ -57,7 +57,8 @@ class JsonLinesFormatter(logging.Formatter):
             out.update(redact_obj(fields))
         if record.exc_info or record.exc_text:
             out["exc"] = redact(record.exc_text or self.formatException(record.exc_info))
-        return json.dumps(out, ensure_ascii=False, default=lambda o: redact(str(o)))
+        # Strict JSON: a field that is NaN or infinite is written as null.
+        return dumps(out, ensure_ascii=False, default=lambda o: redact(str(o)))
 
 
 def add_json_file(path: Path | None = None) -> Path | None:

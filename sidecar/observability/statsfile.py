@@ -12,6 +12,8 @@ from typing import Any
 
 import platformdirs
 
+from .strictjson import dumps
+
 
 def stats_dir() -> Path:
     return Path(platformdirs.user_state_dir("sidecar")) / "stats"
@@ -23,7 +25,7 @@ def write(pid: int, payload: dict[str, Any]) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{pid}.tmp"
-        tmp.write_text(json.dumps(payload, default=str))
+        tmp.write_text(dumps(payload, default=str))  # strict JSON: NaN is written as null
         os.chmod(tmp, 0o600)
         os.replace(tmp, d / f"{pid}.json")
     except OSError:
