@@ -6,7 +6,16 @@ model (an engine that loads on the first request, a managed engine still startin
 loader runs past the request's deadline, up to ``cold_start_timeout_ms``, and is not
 closed when its request moves on (``InflightStream.close`` spares it), so the load is
 never cut off and done again. Other requests start no streams of their own meanwhile
-but wait for it (within their own deadline). See docs/architecture.md.
+but wait for it (within their own deadline).
+
+A cloud (an OpenAI-compatible URL, which does not say whether it loads models) gets the
+same for its first stream while it has sent nothing (``Upstream.backend_silent()``): a
+*waking* loader, since a serverless endpoint, or vLLM or Ollama behind a ``/v1`` URL,
+may be loading its model. It runs in the background up to ``cold_start_timeout_ms``
+and is spared from closes, but nobody waits for it: later requests send their own
+streams as usual (a true stall must hold nothing). A request answered with nothing at
+its deadline while it runs gets its suggestion as an update once the model answers
+(``StreamLauncher.start_after_load``). See docs/architecture.md ("Cold backends").
 """
 
 from __future__ import annotations
@@ -28,13 +37,24 @@ class ColdStart:
     def __init__(self) -> None:
         self.stream: InflightStream | None = None
 
-    def mark(self, s: InflightStream) -> None:
-        """``s`` is the loader (it was started while the backend was cold)."""
+    def mark(self, s: InflightStream, *, waking: bool = False) -> None:
+        """``s`` is the loader (it was started while the backend was cold); ``waking``:
+        a cloud's first stream (module doc)."""
         s.loader = True
+        s.waking = waking
         self.stream = s
 
     def running(self) -> bool:
         return self.stream is not None and not self.stream.done
+
+    def loading(self) -> bool:
+        """A loader runs and has no text yet (the model is still loading or waking)."""
+        s = self.stream
+        return s is not None and not s.done and not s.first_text_at
+
+    def waking(self) -> bool:
+        """A cloud's waking loader runs without text yet (module doc)."""
+        return self.loading() and self.stream is not None and self.stream.waking
 
     def close(self) -> None:
         """Close the loader (a backend switch, shutdown)."""

@@ -6,8 +6,8 @@ newer request may still join it.
   request's arrival (``Request.t0``, set by the LSP handler before it read the document
   and cut the windows). At the deadline the request gets what its stream has
   (``answer.at_deadline``); a stream that is still useful runs on and the request gets
-  updates: a loader still loading the model, a stream with text, or a local engine still
-  evaluating the prompt (*kept*: the evaluation outlives the request, ``inflight.py``). A
+  updates: a loader still loading the model (a cloud's waking first stream included,
+  ``coldstart.py``), a stream with text, or a local engine still evaluating the prompt (*kept*: the evaluation outlives the request, ``inflight.py``). A
   stalled one is closed so that it frees its slot. A request that waited for another
   document's model load gets its own stream once the model is loaded.
 - **Cancel** (``on_cancel``): editors cancel the old request just before sending the new
@@ -52,7 +52,7 @@ def answer_at_deadline(doc: DocState, req: Request, up: Upstream, streams: Strea
     if doc.latest is not req or req.superseded.is_set():
         return None
     s = doc.stream
-    if (s is None or s.done) and up.backend_cold():
+    if (s is None or s.done) and (up.backend_cold() or streams.cold.waking()):
         if streams.cold.running():
             # It waited for another document's model load all along: its own stream
             # starts once the model is loaded, its suggestion following as an update.
@@ -68,11 +68,13 @@ def answer_at_deadline(doc: DocState, req: Request, up: Upstream, streams: Strea
         return None
     answer, keep = at_deadline(req, s, metrics)
     if not keep:
-        if s.close():
+        closed = s.close()
+        if closed:
             metrics.count("sched.streams_aborted")
-        elif s.loader and not s.done:
+        if (not closed and s.loader and not s.done) or (closed and streams.cold.waking()):
             # The document's loader, for a place the user has left: spared (the model
-            # load goes on); this request's own stream starts once it is loaded.
+            # load goes on); or this request's own stream, silent while a cloud's model
+            # wakes: this request's suggestion follows once the model answers.
             streams.start_after_load(doc, req)
     elif answer is not None and not answer.text:  # loading the model, or evaluating the prompt
         if s.local and not s.loader and not s.kept:

@@ -50,6 +50,12 @@ class InflightStream:
         # came back): it is loading the model, so it is not closed when the request that
         # started it moves on; it runs to its end (bounded by the cold-start deadline).
         self.loader = False
+        # A loader to a cloud (a backend that does not say it loads models): the first
+        # stream after it started or came back, which may be waking a model (a serverless
+        # endpoint). It runs on like a loader, but nobody waits for it or joins it once
+        # it is silent past the usual first token (``reuse.stalled``): a true stall on a
+        # cloud must hold no later request (coldstart.py).
+        self.waking = False
         # A stream to a local engine (``Upstream.local_backend``): until its first text the
         # engine is evaluating the prompt, which takes seconds for a long one on a CPU. Its
         # silence is not a stall, and at its request's deadline it runs on in the

@@ -64,24 +64,44 @@ class StreamLauncher:
         if self.up.backend_cold():
             self.cold.mark(s)
             self.metrics.count("sched.loader_streams")
+        elif not s.local and not self.cold.running() and self.up.backend_silent():
+            # A cloud that has sent nothing yet: its model may be waking (coldstart.py).
+            self.cold.mark(s, waking=True)
+            self.metrics.count("sched.waking_streams")
+            self._keep(self._close_when_unwanted(s))
         doc.stream = s
         self.metrics.count("sched.streams_started")
-        s.run(lambda filt, on_delta: self._pump(req.ctx, filt, on_delta), self._on_end)
+        s.run(lambda filt, on_delta: self._pump(req.ctx, filt, on_delta, s.waking), self._on_end)
         return s
 
-    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
+    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
+                    waking: bool) -> str:
         async with self.slots.user(self.up.settings.max_concurrent_streams, self.prefetch.cancel_all):
-            return await self.up.pump(ctx, filt, on_delta)
+            return await self.up.pump(ctx, filt, on_delta, waking=waking)
 
     def start_after_load(self, doc: DocState, req: Request) -> None:
         """Once the running model load has its first text (or ends), start ``req``'s own
         stream if ``req`` is still its document's latest request and no running stream
-        of the document agrees with it; its suggestion goes out as updates."""
+        of the document agrees with it (the loader included: its text then goes out for
+        ``req``); its suggestion goes out as updates."""
 
         async def later() -> None:
-            await self.cold.wait(req, self.up.backend_cold, self.metrics)
+            await self.cold.wait(req, lambda: self.up.backend_cold() or self.cold.waking(), self.metrics)
             if doc.latest is not req or req.superseded.is_set():
                 return
+            loader = self.cold.stream
+            if loader is not None and loader is not doc.stream and loader.uri == req.uri and not loader.failed:
+                typed = loader.typed_since_anchor(req.doc_prefix, req.doc_suffix)
+                if typed is not None and loader.agrees(typed) and (loader.remainder(typed, req.ctx) or not loader.done):
+                    self.metrics.count("sched.loader_adopted")
+                    if doc.stream is not None:
+                        doc.stream.close()
+                    doc.stream = loader  # the load's own text goes to the request shown now
+                    if req.updates:
+                        self.start_updates(doc, req, Answer("", "deadline", loader, typed))
+                    return
+                if not loader.done and loader.first_text_at and loader.close():
+                    self.metrics.count("sched.streams_aborted")  # loaded, for a place the user left
             s = doc.stream
             if s is not None and not s.done:
                 typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
@@ -93,9 +113,23 @@ class StreamLauncher:
             if req.updates:
                 self.start_updates(doc, req, Answer("", "deadline", s, ""))
 
-        task = asyncio.ensure_future(later())
+        self._keep(later())
+
+    def _keep(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
         self._after_load.add(task)
         task.add_done_callback(self._after_load.discard)
+
+    async def _close_when_unwanted(self, s: InflightStream) -> None:
+        """A cloud's waking loader that has its first text, for a place its document has
+        left (no request adopted it: ``start_after_load``): closed, so that a model that
+        answers after all costs no whole completion nobody sees."""
+        while not s.done and not s.first_text_at:
+            await s.changed()
+        await asyncio.sleep(0.05)  # a request waiting for the load adopts it first
+        doc = self.docs.by_uri.get(s.uri)
+        if not s.done and (doc is None or doc.stream is not s) and s.close():
+            self.metrics.count("sched.streams_aborted")
 
     def after_answer(self, doc: DocState, req: Request, answer: Answer,
                      judge: Callable[[str, bool], bool] | None = None) -> None:

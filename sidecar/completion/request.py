@@ -73,9 +73,12 @@ class Upstream(Protocol):
 
     settings: Settings
 
-    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
+    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
+                   waking: bool = False) -> str:
         """Run one upstream stream into ``filt``, calling ``on_delta`` on each piece of
-        text; return ``complete``, ``partial`` (cut, deadline) or ``error``."""
+        text; return ``complete``, ``partial`` (cut, deadline) or ``error``. ``waking``:
+        the first stream to a backend that has sent nothing yet, which may be waking its
+        model: until its first byte it gets ``cold_start_timeout_ms`` (coldstart.py)."""
 
     def recent_ttft_ms(self) -> float | None:
         """The backend's recent median TTFT (ms), None before the first."""
@@ -90,7 +93,12 @@ class Upstream(Protocol):
         """Whether the next stream goes to a local engine (its prefetch budget)."""
 
     def backend_cold(self) -> bool:
-        """No byte from the backend since it started or came back (it may be loading)."""
+        """No byte from the backend since it started or came back (it may be loading),
+        on a backend that loads models on request."""
+
+    def backend_silent(self) -> bool:
+        """No byte from the backend since it started or came back, whatever its kind (a
+        cloud's model may be waking: coldstart.py)."""
 
     def backend_limited(self) -> bool:
         """The backend is in a 429/503 episode (``backends/ratelimit.py``)."""

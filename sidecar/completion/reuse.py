@@ -41,9 +41,10 @@ def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
     (2.5 times the recent median TTFT ``ttft_ms``, at least 1 s; 1 s before any TTFT
     is known: a first stream that stalls must not hold the next request, which would
     join it and wait for its deadline). A loader is exempt (it may be loading the
-    model), and so is a stream to a local engine (it is evaluating the prompt: a new
+    model; not a cloud's waking one, which nobody waits for: coldstart.py), and so is a
+    stream to a local engine (it is evaluating the prompt: a new
     stream would queue behind that evaluation in the engine, then repeat part of it)."""
-    if s.done or s.first_text_at or s.loader or s.local:
+    if s.done or s.first_text_at or (s.loader and not s.waking) or s.local:
         return False
     after_s = max(1.0, 2.5 * ttft_ms / 1000) if ttft_ms else 1.0
     return time.perf_counter() - s.started_at > after_s

@@ -98,7 +98,7 @@ class StreamRunner:
         return plan, lift, req
 
     async def run(self, ctx: CompletionContext, filt: StreamFilter,
-                  on_delta: Callable[[], None] | None = None) -> StreamOutcome:
+                  on_delta: Callable[[], None] | None = None, *, waking: bool = False) -> StreamOutcome:
         """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
         stop, the stream ends, or ``request_timeout_ms`` passes; call ``on_delta()`` after
         each piece of text. A model that refuses native FIM is retried once per strategy.
@@ -137,7 +137,7 @@ class StreamRunner:
             return out
         warm_key = warm_key_of(target)
         was_warm = warm_key in self.warm
-        deadline_ms = self.warm.first_text_deadline_ms(target, s)
+        deadline_ms = self.warm.first_text_deadline_ms(target, s, waking=waking)
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan, lift, req = self._build(ctx, strategy, target, model)

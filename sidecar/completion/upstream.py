@@ -41,10 +41,11 @@ class BackendUpstream:
         """The live settings."""
         return self._settings()
 
-    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> str:
+    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
+                   waking: bool = False) -> str:
         """One upstream stream for ``ctx`` into ``filt``: ``complete``, ``partial`` (cut,
-        deadline) or ``error``."""
-        out = await self.runner.run(ctx, filt, on_delta)
+        deadline) or ``error``. ``waking``: see ``request.Upstream.pump``."""
+        out = await self.runner.run(ctx, filt, on_delta, waking=waking)
         if out.error is not None:
             return "error"
         return "partial" if (out.info.truncated or out.deadline_hit) else "complete"
@@ -76,6 +77,12 @@ class BackendUpstream:
         request). A cloud's silent first stream is a fault, never a load to wait for."""
         target = self._target()
         return bool(getattr(target, "loads_models", False)) and self.runner.cold(target)
+
+    def backend_silent(self) -> bool:
+        """No stream event from the backend the next stream would use since it started
+        or came back, whatever its kind: a cloud's first stream may be waking a model
+        (a serverless endpoint, vLLM or Ollama behind an OpenAI-compatible URL)."""
+        return self.runner.cold(self._target())
 
     def backend_limited(self) -> bool:
         """True from a 429/503 of the backend the next stream would use until its next

@@ -4,11 +4,11 @@ A backend is *warm* once any byte came from it since it started or came back (th
 stream runner marks it, ``StreamRunner.run``); a connection or engine error makes it
 cold again (when it comes back it may load its model again). Until its first text a
 stream gets ``cold_start_timeout_ms`` on a cold backend that loads models (it may be
-loading the model); on a warm local engine ``prefill_timeout_ms`` (it may be evaluating
-a long prompt, and cutting it would throw that work away: it may run on in the
-background, ``deadline.py``); then, and on a cloud, ``request_timeout_ms``. A cloud's
-silent first stream is a fault, never a load. See docs/architecture.md ("Cold
-backends", "Long prompts on a warm local engine").
+loading the model), and so does the first stream to a cold cloud (its model may be
+waking: ``coldstart.py``); on a warm local engine ``prefill_timeout_ms`` (it may be
+evaluating a long prompt, and cutting it would throw that work away: it may run on in
+the background, ``deadline.py``); then, and on a cloud, ``request_timeout_ms``. See
+docs/architecture.md ("Cold backends", "Long prompts on a warm local engine").
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ class WarmBackends:
         """The backend ``key`` went away (connection refused, engine gone)."""
         self._keys.discard(key)
 
-    def first_text_deadline_ms(self, target: Backend, settings: Settings) -> float:
-        """The deadline (ms) of a stream to ``target`` until its first text (module doc)."""
+    def first_text_deadline_ms(self, target: Backend, settings: Settings, *, waking: bool = False) -> float:
+        """The deadline (ms) of a stream to ``target`` until its first text (module doc);
+        ``waking``: the one stream a cold cloud gets to wake its model (coldstart.py)."""
         deadline_ms = settings.request_timeout_ms
-        if warm_key_of(target) not in self._keys and target.loads_models:
+        if warm_key_of(target) not in self._keys and (target.loads_models or waking):
             return max(deadline_ms, settings.cold_start_timeout_ms)
         if is_local(target.provider):
             return max(deadline_ms, settings.prefill_timeout_ms)

@@ -32,7 +32,7 @@ class FakeUpstream:
         self.closed: list[int] = []
         self._feeds: list[asyncio.Queue] = []
 
-    async def pump(self, ctx, filt, on_delta) -> str:
+    async def pump(self, ctx, filt, on_delta, waking=False) -> str:
         i = len(self.started)
         self.started.append(ctx.prefix)
         q: asyncio.Queue = asyncio.Queue()
@@ -75,6 +75,9 @@ class FakeService:
 
     def local_backend(self):
         return self.local
+
+    def backend_silent(self):
+        return self.backend_cold()
 
     def backend_cold(self):
         return False
