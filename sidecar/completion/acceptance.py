@@ -30,6 +30,8 @@ class Acceptance:
         # doc_prefix, doc_suffix, text, gate features, request id)``.
         self._open: dict[str, tuple[str, str, str, str, object, int]] = {}
         self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str, int]] = OrderedDict()
+        # What was taken of each accepted item so far (a word-by-word accept goes on).
+        self._taken: OrderedDict[str, str] = OrderedDict()
         # Requests whose suggestion was counted as shown (by its answer or an update): once.
         self._counted: OrderedDict[int, None] = OrderedDict()
         #: Called with ``(uri, doc_prefix, taken, eol)`` for each accept that took text
@@ -117,18 +119,33 @@ class Acceptance:
 
         Returns ``(uri, doc_prefix, doc_suffix, language)`` of the document as it will be
         once the user is on the next line, when the whole suggestion was taken and nothing
-        follows it on its line (the next line is worth speculating); else None."""
-        self.metrics.count("accepted")
-        self._label(item_id, True)
+        follows it on its line (the next line is worth speculating); else None. An id
+        that was never shown, or was forgotten (``MAX_SHOWN``), counts only as
+        ``accepted_unknown``: the acceptance rate counts what can be traced back."""
         rec = self._shown.get(item_id)
         if rec is None:
+            self.metrics.count("accepted_unknown")
             return None
         uri, doc_prefix, doc_suffix, text, language, line_suffix, eol, _req_id = rec
         taken = take_units(text, chars) if chars is not None else text
-        self.metrics.count("accepted_chars", len(taken))
-        if taken and self.on_taken is not None:
-            self.on_taken(uri, doc_prefix, taken, eol)
-        self.metrics.count("tokens.accepted", tokens.count(taken) if taken else 0)
+        before = self._taken.get(item_id)
+        if before is not None:
+            # The same item again: a word-by-word accept goes on (only what it adds
+            # counts), or the client repeated itself (nothing counts twice).
+            if len(taken) <= len(before) or not taken.startswith(before):
+                self.metrics.count("accepted_repeat")
+                return None
+        else:
+            self.metrics.count("accepted")
+            self._label(item_id, True)
+        self._taken[item_id] = taken
+        while len(self._taken) > MAX_SHOWN:
+            self._taken.popitem(last=False)
+        added = taken[len(before or ""):]
+        self.metrics.count("accepted_chars", len(added))
+        if added and self.on_taken is not None:
+            self.on_taken(uri, doc_prefix + (before or ""), added, eol)
+        self.metrics.count("tokens.accepted", tokens.count(added) if added else 0)
         if taken != text:
             self.metrics.count("accepted_partial")
             return None

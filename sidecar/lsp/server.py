@@ -212,8 +212,12 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         if ls.service is None:
             return
         item_id = args[0] if args and isinstance(args[0], str) else ""
-        chars = args[1] if len(args) > 1 and isinstance(args[1], int) and not isinstance(args[1], bool) else None
-        ls.service.accepted(item_id, chars)
+        units = args[1] if len(args) > 1 else None
+        if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units < 0):
+            log.warning("sidecar.acceptCompletion: the accepted length must be a count of UTF-16 units "
+                        "(an integer >= 0), got %r; counted as a whole accept", units)
+            units = None
+        ls.service.accepted(item_id, units)
 
     @server.command(CMD_STATS)
     async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:

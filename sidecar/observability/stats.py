@@ -21,6 +21,8 @@ async def completion_stats(service: Any) -> dict[str, Any]:
         "shown": shown,
         "accepted": c.get("accepted", 0),
         "accepted_chars": c.get("accepted_chars", 0),
+        # Accept commands for an item never shown or long forgotten: not in the rate.
+        "unknown": c.get("accepted_unknown", 0),
         "rate": (c.get("accepted", 0) / shown) if shown else None,
         # Accepted characters still in the document at each horizon (completion/retention.py).
         "retained": retention.summary(c),
