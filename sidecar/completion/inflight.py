@@ -33,12 +33,14 @@ class InflightStream:
     """
 
     def __init__(self, uri: str, ctx: CompletionContext, doc_prefix: str, doc_suffix: str,
-                 cut_logprob: float | None = None) -> None:
+                 cut_logprob: float | None = None, lookahead: int = 0) -> None:
         self.uri = uri
         self.ctx = ctx
         self.doc_prefix = doc_prefix
         self.doc_suffix = doc_suffix
-        self.filter = StreamFilter(ctx, cut_logprob)  # cut_logprob: the confidence cut (postprocess/confidence.py)
+        # cut_logprob: the confidence cut (postprocess/confidence.py); lookahead: lines
+        # read past a one-line answer for the request after its accept (``reach``).
+        self.filter = StreamFilter(ctx, cut_logprob, lookahead)
         self.started_at = time.perf_counter()
         self.first_text_at = 0.0
         self.done = False
@@ -72,6 +74,12 @@ class InflightStream:
         """Model text so far, up to where the filter decided the completion ends."""
         return self.filter.raw_kept()
 
+    @property
+    def reach(self) -> str:
+        """``text`` and the lookahead after it (``StreamFilter``): what a request that
+        types through the answer, or accepts it, is answered from."""
+        return self.filter.raw_reach()
+
     def typed_since_anchor(self, doc_prefix: str, doc_suffix: str) -> str | None:
         """What the user typed after the anchor, or None when the document moved elsewhere."""
         if doc_suffix != self.doc_suffix or not doc_prefix.startswith(self.doc_prefix):
@@ -84,9 +92,19 @@ class InflightStream:
         them (else empty); the confidence gate reads them (gate.py)."""
         return self.filter.token_logprobs
 
+    def covers(self, doc_prefix: str, doc_suffix: str) -> bool:
+        """Whether this stream holds, or is still writing, text for the document
+        ``doc_prefix``/``doc_suffix`` (its answer or lookahead goes past it): a speculative
+        prefetch there would repeat it."""
+        typed = self.typed_since_anchor(doc_prefix, doc_suffix)
+        if typed is None or self.failed or not self.agrees(typed):
+            return False
+        produced = self.reach
+        return not self.done or bool(produced[len(typed):].strip())
+
     def agrees(self, typed: str) -> bool:
         """True when ``typed`` is consistent with the stream (see module doc)."""
-        produced = self.text
+        produced = self.reach
         if produced.startswith(typed):
             return True
         return not self.done and typed.startswith(produced)
@@ -98,8 +116,9 @@ class InflightStream:
 
         ``finished_lines_only``: while the stream runs, only the lines the model has
         ended with a line break (leading line breaks aside); "" while the first line is
-        still being written. For a client that gets no updates: never a stub."""
-        produced = self.text
+        still being written. For a client that gets no updates: never a stub. Past the
+        answer's end it is answered from the lookahead (``reach``)."""
+        produced = self.reach
         if not produced.startswith(typed):
             return ""
         rest = produced[len(typed):]

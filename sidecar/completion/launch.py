@@ -52,8 +52,9 @@ class StreamLauncher:
 
     def start(self, doc: DocState, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
-        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix,
-                           self.up.settings.confidence_cut_logprob or None)
+        st = self.up.settings
+        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix, st.confidence_cut_logprob or None,
+                           st.lookahead_lines)
         s.local = self.up.local_backend()
         # A prompt evaluation kept past its request's deadline in another document gives
         # way to the stream a user waits for now.

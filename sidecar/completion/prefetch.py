@@ -138,6 +138,9 @@ class Prefetcher:
         if self.up.backend_busy():
             self.metrics.count("prefetch.skipped_load")  # a shared engine under load (load.py)
             return
+        if doc.stream is not None and doc.stream.covers(doc_prefix, doc_suffix):
+            self.metrics.count("prefetch.skipped_covered")  # the lookahead has it (inflight.py)
+            return
         p = doc.prefetch
         if p is not None:
             typed = p.typed_since_anchor(doc_prefix, doc_suffix)
@@ -157,7 +160,7 @@ class Prefetcher:
             self.metrics.count("prefetch.skipped_budget")
             return
         self.drop(doc, "replaced")
-        s = InflightStream(uri, ctx, doc_prefix, doc_suffix, st.confidence_cut_logprob or None)
+        s = InflightStream(uri, ctx, doc_prefix, doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines)
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")

@@ -129,6 +129,10 @@ class Settings:
     max_concurrent_streams: int = setting(
         4, range=(1, 64), doc="upstream streams open at once, across all documents")
     prefetch_enabled: bool = setting(True, env="SIDECAR_PREFETCH", doc="speculative prefetch")
+    lookahead_lines: int = setting(
+        1, range=(0, 8),
+        doc="lines with text a one-line suggestion's stream reads past its end, so that the request after "
+            "accepting it is answered at once from the same stream (0 turns it off; `postprocess/pipeline.py`)")
     prefetch_max_concurrent: int = setting(1, range=(1, 16), doc="prefetch streams at once")
     prefetch_tokens_per_min: int | None = setting(
         None, range=(0, 100_000_000), default_doc="6,000 cloud / 200,000 local", doc="rolling token budget for prefetch")

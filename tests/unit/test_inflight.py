@@ -47,3 +47,54 @@ async def test_stream_end_hook_runs_once():
     await asyncio.sleep(0)
     assert s.done and s.outcome == "complete"
     assert ended == [s]
+
+
+# ---------------------------------------------------------------- lookahead (postprocess/pipeline.py)
+PRE = "def scale(a, b):\n    x = "
+
+
+def _ctx(prefix: str, line_prefix: str) -> CompletionContext:
+    return CompletionContext(prefix=prefix, suffix="\n", line_prefix=line_prefix, line_suffix="",
+                             language="python", eol="\n")
+
+
+def _fed(deltas, lookahead=1, prefix=PRE, line_prefix="    x = ") -> tuple[InflightStream, list[tuple[bool, bool]]]:
+    s = InflightStream("file:///a.py", _ctx(prefix, line_prefix), prefix, "\n", None, lookahead)
+    return s, [(s.filter.feed(d), s.filter.done) for d in deltas]
+
+
+def test_a_one_line_answer_ends_at_its_line_and_reads_one_more_line():
+    s, steps = _fed(["a + b\n", "    y = x", " * 2\n", "    return y\n"])
+    # Answered at the end of its line (done), the stream stops after the next line.
+    assert steps == [(False, True), (False, True), (True, True), (True, True)]
+    assert s.text == "a + b\n" and s.reach == "a + b\n    y = x * 2\n"
+    assert s.remainder("", s.ctx) == "a + b"  # what is shown is unchanged
+
+
+def test_after_the_accept_the_next_line_comes_from_the_lookahead():
+    s, _ = _fed(["a + b\n    y = x * 2\n"])
+    at_line_end = _ctx(PRE + "a + b", "    x = a + b")
+    assert s.agrees("a + b") and s.remainder("a + b", at_line_end) == "\n    y = x * 2"
+    after_enter = _ctx(PRE + "a + b\n    ", "    ")
+    assert s.remainder("a + b\n    ", after_enter) == "y = x * 2"
+    assert not s.agrees("a + c")
+    assert s.covers(PRE + "a + b", "\n") and not s.covers(PRE + "a - b", "\n")
+
+
+def test_without_lookahead_the_stream_stops_at_the_answers_end():
+    s, steps = _fed(["a + b\n", "    y = x * 2\n"], lookahead=0)
+    assert steps[0] == (True, True)
+    assert s.reach == s.text == "a + b\n"
+    assert s.remainder("a + b", _ctx(PRE + "a + b", "    x = a + b")) == ""
+
+
+def test_blank_lines_only_give_up_the_lookahead():
+    s, steps = _fed(["a + b\n", "\n", "\n", "\n", "    y = 1\n"])
+    assert [stop for stop, _done in steps] == [False, False, False, True, True]
+    assert s.reach == s.text
+
+
+def test_a_multi_line_context_reads_no_lookahead():
+    prefix = "def scale(a, b):\n    "
+    s, steps = _fed(["x = a\n", "    return x\n", "\n", "def other():\n"], prefix=prefix, line_prefix="    ")
+    assert steps[-1][0] and s.reach == s.text

@@ -183,15 +183,32 @@ def clean(text: str, ctx: CompletionContext, *, multiline: bool | None = None) -
     return "\n".join(lines)
 
 
-class StreamFilter:
-    """Feed text deltas with :meth:`feed`; read the cleaned result with :meth:`text`."""
+#: Lines with text a one-line answer's stream reads past its end (the *lookahead*), for
+#: the request that follows accepting it (:class:`StreamFilter`).
+LOOKAHEAD_LINES = 1
+#: Line breaks after the end at which the lookahead gives up (blank lines only so far).
+LOOKAHEAD_MAX_BREAKS = 3
 
-    def __init__(self, ctx: CompletionContext, cut_logprob: float | None = None) -> None:
+
+class StreamFilter:
+    """Feed text deltas with :meth:`feed`; read the cleaned result with :meth:`text`.
+
+    Where a one-line answer ends (the line policy's verdict in a one-line context) the
+    stream goes on for a *lookahead* of up to ``lookahead`` more lines with text (at
+    most ``LOOKAHEAD_MAX_BREAKS`` line breaks): what the model writes after the line the
+    user may accept. ``done`` is True at the answer's end, so the request is answered
+    then; ``feed`` says stop once the lookahead is read. :meth:`raw_kept` is the answer,
+    :meth:`raw_reach` the answer and its lookahead (``InflightStream`` answers the
+    request after an accept from it, typing-through, docs/architecture.md)."""
+
+    def __init__(self, ctx: CompletionContext, cut_logprob: float | None = None, lookahead: int = 0) -> None:
         self.ctx = ctx
         #: The confidence cut's threshold (natural log; :mod:`.confidence`), None: off.
         self.cut_logprob = cut_logprob
+        self.lookahead = lookahead
         self._raw = ""
         self._cut: int | None = None  # index in _raw where the completion ends
+        self._ahead: int | None = None  # index in _raw where the lookahead ends (None: still reading)
         self._breaks = 0  # line breaks in _raw when the lines were last judged
         #: The stream's token log-probabilities (``StreamInfo.token_logprobs``), where the
         #: backend sent them; the stream runner shares its list here.
@@ -206,9 +223,13 @@ class StreamFilter:
         return self._raw
 
     def feed(self, delta: str) -> bool:
-        """Append ``delta``; return True once the completion is finished (stop the stream)."""
+        """Append ``delta``; return True once the completion is finished and its lookahead
+        read (stop the stream)."""
         if self._cut is not None:
-            return True
+            if self._ahead is not None:
+                return True
+            self._raw += delta
+            return self._read_ahead()
         self._raw += delta
         breaks = self._raw.count("\n")
         if breaks == self._breaks:
@@ -225,7 +246,46 @@ class StreamFilter:
             return False
         # Keep the break after the last kept line: the text then says that line is complete.
         self._cut = sum(len(line) + 1 for line in lines[:keep])
+        if self.lookahead <= 0 or self.ctx.multiline or self.ctx.mid_line \
+                or not any(line.strip() for line in lines[:keep]) \
+                or (keep < len(lines) and not self._one_line_end(lines, keep)):
+            self._ahead = self._cut
+            return True
+        return self._read_ahead()
+
+    def _one_line_end(self, lines: list[str], keep: int) -> bool:
+        """Whether the answer ended at ``keep`` by the one-line verdict alone: a stop rule
+        would also have ended it at the next line (then the model's next line is no
+        lookahead worth reading: a repeat, a copy, the block's end)."""
+        nxt = lines[keep]
+        if not nxt.strip():
+            return True
+        prep = prepare(self.ctx)
+        view = LineView(keep, nxt, [self.ctx.line_prefix + ln if i == 0 else ln for i, ln in enumerate(lines[:keep])],
+                        True, self.ctx, prep, prep.style.width if prep.style else 4)
+        return not any(rule.ends(view) for rule in STOP_RULES)
+
+    def _read_ahead(self) -> bool:
+        """Judge the lookahead so far (class doc); True once it is read."""
+        assert self._cut is not None
+        after = self._raw[self._cut:]
+        done_lines = after.split("\n")[:-1]
+        with_text = [i for i, line in enumerate(done_lines) if line.strip()]
+        if len(with_text) >= self.lookahead:
+            self._ahead = self._cut + sum(len(line) + 1 for line in done_lines[: with_text[self.lookahead - 1] + 1])
+        elif len(done_lines) >= LOOKAHEAD_MAX_BREAKS:
+            self._ahead = self._cut
+        else:
+            return False
         return True
+
+    def raw_reach(self) -> str:
+        """The raw model text up to the end of the lookahead (class doc): the answer
+        (``raw_kept``) and what the model wrote after it; while the answer is still
+        growing, all the raw text."""
+        if self._cut is None:
+            return self._raw
+        return self._raw if self._ahead is None else self._raw[: self._ahead]
 
     def raw_kept(self) -> str:
         """The raw model text up to where the completion ends (no cleaning). Once the
