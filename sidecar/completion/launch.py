@@ -48,6 +48,10 @@ class StreamLauncher:
         self._on_update = on_update
         self._on_end = on_end
         self.cold = ColdStart()
+        #: ``judge_for(req, answer)``: the confidence gate's judge of the first text of a
+        #: request answered with nothing (``send_updates``), or None when the gate is off;
+        #: the scheduler sets it.
+        self.judge_for: Callable[[Request, Answer], Callable[[str, bool], bool] | None] = lambda _r, _a: None
         self._after_load: set[asyncio.Task[None]] = set()  # streams to start once a model is loaded
 
     def start(self, doc: DocState, req: Request) -> InflightStream:
@@ -146,7 +150,11 @@ class StreamLauncher:
 
     def start_updates(self, doc: DocState, req: Request, answer: Answer,
                       judge: Callable[[str, bool], bool] | None = None) -> None:
-        """Send ``req``'s updates from ``answer.stream`` (the previous request's stop)."""
+        """Send ``req``'s updates from ``answer.stream`` (the previous request's stop). A
+        request answered with nothing (at its deadline, after a model load) has its first
+        text judged by the gate (``judge_for``) as one answered at once would."""
+        if judge is None and not answer.text:
+            judge = self.judge_for(req, answer)
         if doc.updates is not None and not doc.updates.done():
             doc.updates.cancel()
         doc.updates = asyncio.ensure_future(

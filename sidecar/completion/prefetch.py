@@ -20,7 +20,9 @@ Budget, in order of precedence:
 - it is cancelled as soon as a request shows the user diverged from the speculated text;
 - it respects a rolling per-minute token budget (``prefetch_tokens_per_min``; by default
   6,000 for cloud backends, about four full prompts, and 200,000 for a local engine),
-  reserving the prompt's estimated tokens (cl100k) plus ``max_tokens`` before it starts;
+  reserving the prompt's estimated tokens (cl100k) plus ``max_tokens`` before it starts,
+  and giving back what it did not use when it ends (the prompt and the generated tokens
+  stay spent; a prefetch the cache answered costs nothing);
 - it pauses while the backend is rate-limited (``prefetch.skipped_limited``) or busy
   (``prefetch.skipped_load``, ``load.py``).
 
@@ -55,21 +57,29 @@ class TokenBudget:
 
     def __init__(self, per_min: int) -> None:
         self.per_min = per_min
-        self._spent: deque[tuple[float, int]] = deque()
+        self._spent: deque[list[float]] = deque()  # [monotonic time (s), tokens]
 
     def used(self, now: float | None = None) -> int:
         now = time.monotonic() if now is None else now
         while self._spent and now - self._spent[0][0] > 60.0:
             self._spent.popleft()
-        return sum(n for _, n in self._spent)
+        return int(sum(n for _, n in self._spent))
 
-    def try_reserve(self, tokens: int) -> bool:
-        """Reserve ``tokens`` if they fit in the last minute's budget."""
+    def try_reserve(self, tokens: int) -> list[float] | None:
+        """Reserve ``tokens`` if they fit in the last minute's budget; the reservation
+        (for :meth:`settle`), or None when they do not fit."""
         now = time.monotonic()
         if self.used(now) + tokens > self.per_min:
-            return False
-        self._spent.append((now, tokens))
-        return True
+            return None
+        entry = [now, float(tokens)]
+        self._spent.append(entry)
+        return entry
+
+    @staticmethod
+    def settle(entry: list[float], tokens: int) -> None:
+        """The reserved stream is over and cost ``tokens``: what it reserved and did not
+        use (most of ``max_tokens``) goes back to the budget."""
+        entry[1] = float(min(entry[1], tokens))
 
 
 def next_line_indent(line: str) -> str:
@@ -103,8 +113,10 @@ class Prefetcher:
     def adopt(self, doc: DocState, req: Request) -> Answer | None:
         """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
         a finished one answers at once (an ``Answer`` from ``prefetch``); a running one
-        becomes the document's user stream (``doc.stream``), which the request then
-        joins. A prefetch the user went away from is dropped. Returns the answer or None."""
+        is joined. Either way it becomes the document's user stream (``doc.stream``:
+        typing through it goes on from there, and the prefetch slot is free for the next
+        speculation). A prefetch the user went away from is dropped. Returns the answer
+        or None."""
         p = doc.prefetch
         if p is None:
             return None
@@ -113,15 +125,16 @@ class Prefetcher:
             if not p.used:
                 p.used = True
                 self.metrics.count("prefetch.used")
-            if p.done:
-                rem = p.remainder(typed, req.ctx)
-                if rem:
-                    return Answer(rem, "prefetch", p, typed)
-            else:  # the speculation came true while it streams: it becomes the user stream
-                doc.prefetch = None
-                if doc.stream is not None and doc.stream.close():
-                    self.metrics.count("sched.streams_aborted")
-                doc.stream = p
+            rem = p.remainder(typed, req.ctx) if p.done else ""
+            if p.done and not rem:
+                return None
+            # The speculation came true: it becomes the user stream.
+            doc.prefetch = None
+            if doc.stream is not None and doc.stream is not p and doc.stream.close():
+                self.metrics.count("sched.streams_aborted")
+            doc.stream = p
+            if rem:
+                return Answer(rem, "prefetch", p, typed)
         elif not (p.doc_suffix == req.doc_suffix and p.doc_prefix.startswith(req.doc_prefix)):
             self.drop(doc, "diverged")  # the user went another way
         return None
@@ -144,8 +157,8 @@ class Prefetcher:
         p = doc.prefetch
         if p is not None:
             typed = p.typed_since_anchor(doc_prefix, doc_suffix)
-            if typed == "" or (typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done)):
-                return  # the running or finished prefetch already covers (or tried) this
+            if typed == "" or p.covers(doc_prefix, doc_suffix):
+                return  # the running or finished prefetch already holds (or tried) this
         live = sum(1 for d in self._docs.values() if d.prefetch is not None and not d.prefetch.done and d is not doc)
         if live >= st.prefetch_max_concurrent or (
             self.slots.active_user + live >= st.max_concurrent_streams - 1
@@ -155,8 +168,10 @@ class Prefetcher:
         ctx = self.up.make_context(doc_prefix, doc_suffix, language)
         if ctx is None:
             return
-        estimate = tokens.count(ctx.prefix) + tokens.count(ctx.suffix) + st.max_tokens
-        if not self.budget().try_reserve(estimate):
+        prompt = tokens.count(ctx.prefix) + tokens.count(ctx.suffix)
+        estimate = prompt + st.max_tokens
+        reserved = self.budget().try_reserve(estimate)
+        if reserved is None:
             self.metrics.count("prefetch.skipped_budget")
             return
         self.drop(doc, "replaced")
@@ -165,7 +180,8 @@ class Prefetcher:
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")
         self.metrics.count("prefetch.tokens_reserved", estimate)
-        s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta), self._ended)
+        s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta),
+              lambda s: self._ended(s, reserved, prompt))
 
     def budget(self) -> TokenBudget:
         """The rolling token budget for the backend kind the next stream goes to."""
@@ -184,9 +200,12 @@ class Prefetcher:
         async with self.slots.prefetch():
             return await self.up.pump(ctx, filt, on_delta)
 
-    def _ended(self, s: InflightStream) -> None:
+    def _ended(self, s: InflightStream, reserved: list[float], prompt: int) -> None:
+        generated = tokens.count(s.filter.raw) if s.filter.raw else 0
         if s.outcome != "cached":
-            self.metrics.count("prefetch.tokens_generated", tokens.count(s.filter.raw) if s.filter.raw else 0)
+            self.metrics.count("prefetch.tokens_generated", generated)
+        # What it cost: its prompt and what it generated (nothing when the cache had it).
+        TokenBudget.settle(reserved, 0 if s.outcome == "cached" else prompt + generated)
         self._on_end(s)
 
     def drop(self, doc: DocState, why: str) -> None:

@@ -24,7 +24,7 @@ import functools
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
@@ -71,6 +71,7 @@ class Scheduler:
         self._send_update = on_update
         self.streams = StreamLauncher(upstream, self.docs, self.slots, self.prefetch, metrics,
                                       on_update=self._on_update, on_end=self._stream_ended)
+        self.streams.judge_for = self._judge_for
 
     # ------------------------------------------------------------------ document events
     def keystroke(self, uri: str) -> None:
@@ -181,6 +182,10 @@ class Scheduler:
                                                   open_stream=s is not None and not done)
         where = f"{req.uri}:{req.doc_prefix.count(chr(10))}:{len(req.ctx.line_prefix)}"  # line, code points
         return self.gate.admit(req.gate_features, where)
+
+    def _judge_for(self, req: Request, answer: Answer) -> Callable[[str, bool], bool] | None:
+        """The gate's judge of the first text of ``req``, answered with nothing (None: off)."""
+        return functools.partial(self._judge_update, req, answer) if self.gate.enabled else None
 
     def _judge_update(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
         admitted = self._judge(req, answer, text, done)

@@ -81,3 +81,30 @@ async def test_accepting_an_updates_item_counts_its_characters_retention_and_gat
     assert rows.get("1s") == (len(LINE), len(LINE)), acc["retained"]
     assert snap["gate"]["accepted"] == 1, snap["gate"]  # the gate got its label
     assert acc["shown"] == 1  # one suggestion shown, not one per update
+
+
+async def test_a_suggestion_that_comes_only_as_updates_is_judged_and_labelled(tmp_path):
+    """Answered with nothing at its 1 s deadline while a cold model loads (3 s), the
+    request's suggestion follows as updates only: the gate judges it and the accept of
+    its update item is its label, as for an answer with text."""
+    async with SimulatedBackend(latency=LatencyModel(ttft_ms=20, tokens_per_s=200, seed=4)) as sim:
+        sim.set_responder(lambda body: LINE)
+        sim.set_load_on_demand(3.0)
+        env_ = sidecar_env(tmp_path, SIDECAR_API_KEY="sk-upd-cold", SIDECAR_BASE_URL=sim.base_url,
+                           SIDECAR_PROVIDER="openai", SIDECAR_CACHE="false", SIDECAR_PREFETCH="false",
+                           SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD="0", SIDECAR_REQUEST_TIMEOUT_MS="1000")
+        init = {"debounceMinMs": 0, "debounceMaxMs": 0, "inlineCompletionUpdates": True}
+        async with sidecar(env_, init_options=init, capabilities=client_capabilities()) as client:
+            open_doc(client, URI, DOC)
+            r = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, 1, 12)), 30)
+            assert r is None or not r.items, "answered with text before the model had loaded"
+            item = await final_update(client)
+            assert item["insertText"] == LINE
+            cmd = item["command"]
+            await client.workspace_execute_command_async(
+                types.ExecuteCommandParams(command=cmd["command"], arguments=cmd["arguments"]))
+            snap = await stats(client)
+    assert snap["acceptance"]["accepted"] == 1 and snap["acceptance"]["accepted_chars"] == len(LINE)
+    gate = snap["gate"]
+    assert gate["unjudged"] + gate["shown"] == 1, gate  # judged once (no log-probabilities: unjudged)
+    assert gate["accepted"] == 1, gate

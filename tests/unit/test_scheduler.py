@@ -313,6 +313,18 @@ def test_token_budget_rolls_over_a_minute(monkeypatch):
     assert b.used() == 0 and b.try_reserve(100)
 
 
+def test_a_settled_reservation_gives_back_what_it_did_not_use(monkeypatch):
+    import sidecar.completion.prefetch as prefetch
+    monkeypatch.setattr(prefetch.time, "monotonic", lambda: 1000.0)
+    b = TokenBudget(100)
+    r = b.try_reserve(90)
+    assert r is not None and b.try_reserve(20) is None
+    TokenBudget.settle(r, 30)  # its prompt and what it generated
+    assert b.used() == 30 and b.try_reserve(70) is not None and b.try_reserve(1) is None
+    TokenBudget.settle(r, 500)  # never more than was reserved
+    assert b.used() == 100
+
+
 def test_request_dataclass_defaults_are_per_instance():
     r1, r2 = request(DOC, AT), request(DOC, AT)
     assert r1.superseded is not r2.superseded
