@@ -30,7 +30,8 @@ class Provider:
     it owns (a base URL there is this provider's). ``default_model``: the model used
     when none is set. ``needs_key``: it refuses requests without an API key.
     ``key_env`` / ``base_url_env``: the provider's own environment variables for the
-    key and the base URL, if it has them. ``cloud``: it is a cloud side (not ``local``)."""
+    key and the base URL, if it has them. ``cloud``: it is a cloud side (not ``local``).
+    ``key_note``: what else to check when it rejects a key (after the key's variable)."""
 
     name: str
     label: str
@@ -42,6 +43,7 @@ class Provider:
     key_env: str | None = None
     base_url_env: str | None = None
     cloud: bool = True
+    key_note: str | None = None
 
     def owns_url(self, url: str) -> bool:
         """True when ``url``'s host is one of :attr:`domains` or a subdomain of one."""
@@ -63,6 +65,7 @@ SILICONFLOW = Provider(
     domains=("siliconflow.cn", "siliconflow.com"),
     default_model="Qwen/Qwen2.5-Coder-7B-Instruct",
     needs_key=True, key_env="SILICONFLOW_API_KEY",
+    key_note="that the key belongs to this host (.cn keys work only with api.siliconflow.cn, .com keys with .com)",
 )
 OPENAI = Provider("openai", "OpenAI-compatible server", api="openai",
                   key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL")

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from .. import providers as P
 from ..observability.redact import redact
 from .ratelimit import retry_after_s as _retry_after_s
 
@@ -103,8 +104,30 @@ def _as_int(v: object) -> int | None:
         return None
 
 
+def key_hint(provider: P.Provider | None, key_var: str | None, has_key: bool = True) -> str:
+    """The sentence after "rejected the API key": where the key the backend got comes
+    from (``key_var``, the variable that held it: ``SILICONFLOW_API_KEY``,
+    ``OPENAI_API_KEY``; None for ``SIDECAR_API_KEY``, the config file or the editor) and
+    what else ``provider`` wants checked (:attr:`~sidecar.providers.Provider.key_note`)."""
+    where = key_var or "SIDECAR_API_KEY (or api_key in the config file or the editor's settings)"
+    if not has_key:
+        return f"No API key is set: set {where}."
+    note = provider.key_note if provider is not None else None
+    return f"Check {where}, and {note}." if note else f"Check {where}: the server does not accept that key."
+
+
+#: The hint of a rejected key when the caller does not say which provider and variable
+#: are in use (``classify``'s ``key_hint``): SiliconFlow's, the default host.
+DEFAULT_KEY_HINT = key_hint(P.SILICONFLOW, P.SILICONFLOW.key_env)
+
+
+def bad_key_message(backend: str, status: int, hint: str = DEFAULT_KEY_HINT) -> str:
+    """What the user reads when ``backend`` rejects the API key (``hint``: :func:`key_hint`)."""
+    return f"{backend} rejected the API key (HTTP {status}). {hint}"
+
+
 def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix: bool = False,
-             headers: Mapping[str, str] | None = None) -> BackendError:
+             headers: Mapping[str, str] | None = None, key_hint: str = DEFAULT_KEY_HINT) -> BackendError:
     """Map an HTTP error response to a BackendError with a clear message.
 
     ``backend`` and ``model`` name the upstream in the message. ``used_suffix`` marks a
@@ -112,6 +135,9 @@ def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix:
     then means the model or engine does not take FIM that way (caller falls back).
     ``headers`` are the response's: a 429 or 503 carries the wait its ``Retry-After``
     (RFC 9110 §10.2.3) or its body asks for in ``retry_after_s`` (seconds).
+    ``key_hint`` ends the message of a rejected key (:func:`key_hint`: the variable and
+    provider in use); a backend that knows them better renames the error
+    (``factory.CloudBackend``).
     """
     code, msg = _body_message(body)
     wait = _retry_after_s(headers, msg) if status in (429, 503) or code == 50505 else None
@@ -119,13 +145,7 @@ def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix:
     low = msg.lower()
     where = f"{backend} ({model})"
     if status in (401, 403) or "invalid token" in low or "api key" in low and "invalid" in low:
-        return BackendError(
-            BAD_KEY,
-            f"{backend} rejected the API key (HTTP {status}). Check SILICONFLOW_API_KEY, and that "
-            f"the key belongs to this host (.cn keys work only with api.siliconflow.cn, .com keys with .com).",
-            status,
-            msg,
-        )
+        return BackendError(BAD_KEY, bad_key_message(backend, status, key_hint), status, msg)
     if code == 20012 or "model does not exist" in low or "model not found" in low or (status == 404 and "model" in low):
         return BackendError(
             MODEL_NOT_FOUND,

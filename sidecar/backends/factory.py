@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+from typing import Any, AsyncIterator, Callable
 
 from .. import providers as P
 from ..config import Settings
 from ..models.select import choose as choose_local_model
+from .base import StreamInfo, UpstreamRequest
+from .errors import BAD_KEY, BackendError, bad_key_message, key_hint
 from .local_engine import LocalEngineBackend
 from .managed_engine import ManagedEngine
 from .openai_compat import OpenAICompatBackend
@@ -24,19 +27,52 @@ def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | No
     return build_local(settings)
 
 
+class CloudBackend(OpenAICompatBackend):
+    """The cloud side: an :class:`OpenAICompatBackend` whose rejected-key message names
+    the key's variable and provider actually in use (``key_hint``: ``errors.key_hint``),
+    not SiliconFlow's by default."""
+
+    def __init__(self, *, key_hint: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key_hint = key_hint
+
+    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
+        agen = super().stream(req, info)
+        try:
+            async for delta in agen:
+                yield delta
+        except BackendError as err:
+            if err.kind != BAD_KEY:
+                raise
+            raise dataclasses.replace(err, message=bad_key_message(self.name, err.status, self.key_hint)) from None
+        finally:
+            await agen.aclose()
+
+
+def cloud_key_hint(settings: Settings) -> str:
+    """What a rejected-key message tells the user to check: the variable that held the
+    key (``SILICONFLOW_API_KEY``, ``OPENAI_API_KEY``, else ``SIDECAR_API_KEY`` and its
+    other sources) and the cloud provider's own note."""
+    owner = P.PROVIDERS.get(settings.api_key_for or "")
+    return key_hint(settings.cloud, owner.key_env if owner is not None else None, bool(settings.api_key))
+
+
 def build_cloud(settings: Settings) -> OpenAICompatBackend:
     """SiliconFlow (``.cn`` host unless ``siliconflow_region = "com"`` or ``base_url`` is
     set; key as a Bearer token) or any OpenAI-compatible server at ``base_url`` (the
     choice: ``Settings.cloud_provider``), speaking its provider's wire format
     (``Provider.api``). ``headers`` and ``user`` go with every request; proxy variables
-    are honoured with ``trust_env`` (not for a loopback URL)."""
+    are honoured with ``trust_env`` (not for a loopback URL). Nothing is built, and so
+    the key goes nowhere, when the configured base URL is invalid
+    (``Settings.cloud_provider`` is None then)."""
     provider = settings.cloud
     base_url = settings.resolved_base_url
     if provider is None or not base_url:
         raise ValueError("no cloud backend is configured")
     # A provider with hosts of its own is named; a generic server by its URL.
     name = provider.label if provider.hosts else f"{provider.label} at {base_url}"
-    return OpenAICompatBackend(
+    return CloudBackend(
+        key_hint=cloud_key_hint(settings),
         name=name,
         provider=provider.name,
         api=provider.api,

@@ -10,15 +10,16 @@ Every value is validated; an invalid one raises :class:`ConfigError` naming the 
 the bad value and where it came from. Where the server reads them, one bad value drops
 only itself (``normalize(..., errors)``), and settings that contradict each other drop
 only themselves from the lowest layer that set them (``settle``), never the rest of a
-layer. Secrets (the API keys, secret headers) are kept out
-of ``repr`` and logs.
+layer. A base URL that is set but invalid is the exception: it is not dropped but
+leaves no cloud backend (``Settings.base_url_error``), since the key was meant for it.
+Secrets (the API keys, secret headers) are kept out of ``repr`` and logs.
 """
 
 from .. import providers as _providers
 from .declare import ConfigError, Spec, setting
 from .doc import settings_table_markdown
 from .load import (BACKEND_FIELDS, ENV_VARS, OPENAI_ENV_VARS, backend_changed, build, config_file_path, from_env,
-                   from_file, normalize, settle)
+                   from_file, normalize, refused_base_url, settle)
 from .settings import APP_NAME, Settings
 
 SILICONFLOW_HOSTS = dict(_providers.SILICONFLOW.hosts)
@@ -27,4 +28,4 @@ is_siliconflow_url = _providers.SILICONFLOW.owns_url
 
 __all__ = ["APP_NAME", "BACKEND_FIELDS", "DEFAULT_SILICONFLOW_MODEL", "ENV_VARS", "OPENAI_ENV_VARS",
            "SILICONFLOW_HOSTS", "ConfigError", "Settings", "Spec", "backend_changed", "build", "config_file_path",
-           "from_env", "from_file", "is_siliconflow_url", "normalize", "setting", "settings_table_markdown", "settle"]
+           "from_env", "from_file", "is_siliconflow_url", "normalize", "refused_base_url", "setting", "settings_table_markdown", "settle"]

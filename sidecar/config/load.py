@@ -49,6 +49,12 @@ _ALIASES = {"".join(w.capitalize() if i else w for i, w in enumerate(name.split(
 # Keys editors send under the "sidecar" section that are not server settings.
 _EDITOR_ONLY = frozenset({"trace", "serverPath", "server_path", "python", "pythonPath", "enable", "enabled"})
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+#: The internal setting that marks an invalid base URL (``Settings.base_url_error``).
+URL_ERROR = "base_url_error"
+#: What follows the message of an invalid base URL when it leaves no cloud backend.
+NO_CLOUD = ("; so no cloud backend is used: the API key is sent only to the base URL you set, never to another "
+            "host. Fix the URL (it must start with http:// or https://) and restart sidecar, or set base_url in the "
+            "editor's settings")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -128,12 +134,29 @@ def normalize(raw: Mapping[str, Any], source: str, errors: list[str] | None = No
         try:
             if key not in FIELDS or key in _INTERNAL:
                 raise ConfigError(f"unknown setting '{k}' from {source} (ignored)")
-            out[key] = _coerce(key, v, source)
+            _set(out, key, _coerce(key, v, source))
         except ConfigError as exc:
             if errors is None:
                 raise
             errors.append(str(exc))
+            _refused(out, key, exc)
     return out
+
+
+def _set(layer: dict[str, Any], key: str, value: Any) -> None:
+    layer[key] = value
+    if key == "base_url":
+        layer.pop(URL_ERROR, None)
+
+
+def _refused(layer: dict[str, Any], key: str, exc: ConfigError) -> None:
+    """Note in ``layer`` that its ``key`` was dropped for ``exc``. A base URL is not
+    simply dropped: the layer then says that the user set one that is invalid
+    (``Settings.base_url_error``), so that no lower layer's base URL and no default
+    host gets the key meant for it."""
+    if key == "base_url":
+        layer.pop("base_url", None)
+        layer[URL_ERROR] = str(exc)
 
 
 def config_file_path() -> Path:
@@ -170,20 +193,24 @@ def from_env(environ: Mapping[str, str] | None = None, errors: list[str] | None 
     :attr:`Settings.provider_note`, it never chooses SiliconFlow's request shape)."""
     environ = os.environ if environ is None else environ
     out: dict[str, Any] = {}
+    ours: set[str] = set()  # the settings our own variables set, validly or not
     key_var = None
     for var, key in [*ENV_VARS.items(), *OPENAI_ENV_VARS.items()]:
         val = environ.get(var)
         if val:
             if SPECS[key].secret and TYPES[key][0] is str:  # every key variable, even one a later one overrides
                 _redact.register_secret(val)
-            if var in OPENAI_ENV_VARS and key in out:
+            if var in OPENAI_ENV_VARS and key in ours:
                 continue  # OPENAI_* only fill in what our own variables left unset
+            if var in ENV_VARS:
+                ours.add(key)
             try:
-                out[key] = _coerce(key, val, f"environment variable {var}")
+                _set(out, key, _coerce(key, val, f"environment variable {var}"))
             except ConfigError as exc:
                 if errors is None:
                     raise
                 errors.append(str(exc))
+                _refused(out, key, exc)
                 continue
             if key == "api_key":
                 key_var = var
@@ -200,7 +227,12 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     """
     merged: dict[str, Any] = {}
     for layer in layers:
+        if "base_url" in layer or URL_ERROR in layer:  # one slot: a valid or a refused base URL
+            merged.pop("base_url", None)
+            merged.pop(URL_ERROR, None)
         merged.update(layer)
+        if "base_url" in layer:
+            merged.pop(URL_ERROR, None)
         if "api_key" in layer:  # the key's provider hint follows the layer that set the key
             merged["api_key_for"] = layer.get("api_key_for")
     s = Settings(**merged)
@@ -254,5 +286,19 @@ def settle(layers: Sequence[Mapping[str, Any]], errors: list[str] | None = None,
 
 
 def backend_changed(old: Settings, new: Settings) -> bool:
-    """Whether going from ``old`` to ``new`` needs a new backend (``BACKEND_FIELDS``)."""
-    return any(getattr(old, f) != getattr(new, f) for f in BACKEND_FIELDS)
+    """Whether going from ``old`` to ``new`` needs a new backend (``BACKEND_FIELDS``).
+    ``mode`` counts by what it resolves to: ``mode = "cloud"`` where an unset mode
+    already meant the cloud changes nothing (the backends are built from
+    ``Settings.resolved_mode``)."""
+    if old.resolved_mode != new.resolved_mode:
+        return True
+    return any(getattr(old, f) != getattr(new, f) for f in BACKEND_FIELDS if f != "mode")
+
+
+def refused_base_url(message: str, settings: Settings) -> str | None:
+    """``message`` (one reported while reading the settings) told the user of the
+    invalid base URL that leaves ``settings`` without a cloud backend: the message to
+    show instead, saying so and what to do. None for any other message."""
+    if settings.base_url_error is None or message != settings.base_url_error:
+        return None
+    return message + NO_CLOUD

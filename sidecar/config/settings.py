@@ -198,6 +198,14 @@ class Settings:
     #: provider without a host of its own changes detection (its key alone configures
     #: nothing); SiliconFlow's only feeds :attr:`provider_note`, never the request shape.
     api_key_for: str | None = setting(None, internal=True, doc="which provider's variable held the key")
+    #: Internal: set when the base URL a source gave is not a valid URL (the message
+    #: that reported it, naming the value and its source). Then there is no cloud
+    #: backend at all (:attr:`cloud_provider` is None): the key was meant for that URL,
+    #: so it never goes to SiliconFlow's default host or to a base URL of a lower layer.
+    #: A layer's valid ``base_url`` clears it and its ``base_url_error`` clears a lower
+    #: layer's ``base_url`` (``load.build``).
+    base_url_error: str | None = setting(None, internal=True, backend=True,
+                                         doc="why the configured base URL was refused")
 
     def __post_init__(self) -> None:
         # Every configured key is redacted from logs, messages and errors from now on.
@@ -229,7 +237,11 @@ class Settings:
         Without a ``base_url`` a key (``SIDECAR_API_KEY``, ``SILICONFLOW_API_KEY``, the
         config file, the editor) means SiliconFlow's own host, except a key from
         ``OPENAI_API_KEY``, which alone configures nothing (it is never sent to SiliconFlow).
+        A base URL that was set but is invalid (:attr:`base_url_error`) means no cloud,
+        whatever the provider and the key: the key is sent only to the URL the user set.
         """
+        if self.base_url_error:
+            return None
         if self.provider in P.PROVIDERS:
             chosen = P.PROVIDERS[self.provider]
             return chosen.name if chosen.cloud else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..config import build
+from ..config import ConfigError, build
 from ..observability.stats import completion_stats
 from ..observability.strictjson import finite
 
@@ -56,14 +56,34 @@ async def write_stats_forever(ls: Any, every_s: float = 2.0) -> None:
 async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
     """Switch between the cloud backend, the local engine and ``auto`` at run time. Open
     documents are kept; the old backend's streams are closed; cache keys carry backend and
-    model, so results never mix; ``sidecar/status`` tells the editor."""
+    model, so results never mix; ``sidecar/status`` tells the editor.
+
+    The mode already in use changes nothing (``"changed": false``: the backend and its
+    streams stay). A mode the settings cannot serve (``local_engine = "ollama"`` without
+    ``local_url``; the cloud without a cloud backend) is refused: ``"changed": false``
+    with the reason in ``message``, one warning, the previous mode kept."""
+    current = ls.settings()
     layer = {"mode": mode}
-    candidate = build(*ls.base_layers, ls.init_layer, ls.change_layer, layer)
+    try:
+        candidate = build(*ls.base_layers, ls.init_layer, ls.change_layer, layer)
+    except ConfigError as exc:
+        reason = str(exc).removeprefix("invalid settings: ")
+        return _refused(ls, current, f"cannot switch to {mode} mode: {reason}")
     if mode in ("cloud", "auto") and candidate.cloud_provider is None:
-        msg = f"{mode} mode needs a cloud backend (SILICONFLOW_API_KEY or SIDECAR_BASE_URL); staying in local mode"
-        ls.show(types.MessageType.Warning, msg)
-        return {"mode": "local", "changed": False, "message": msg}
+        if candidate.base_url_error:
+            return _refused(ls, current, f"{mode} mode needs a cloud backend, and there is none: "
+                                         f"{candidate.base_url_error}")
+        return _refused(ls, current, f"{mode} mode needs a cloud backend (SILICONFLOW_API_KEY or SIDECAR_BASE_URL)")
     ls.mode_layer = layer
+    # The mode in use: no new backend (config.backend_changed compares resolved modes).
     changed = await ls.service.apply_settings(candidate) if ls.service else False
     status = ls.service.status("starting" if changed else "ready") if ls.service else {}
     return {**status, "mode": mode, "changed": changed}
+
+
+def _refused(ls: Any, current: Any, message: str) -> dict[str, Any]:
+    """A mode switch that cannot be made: one warning (logged and shown), the mode in use kept."""
+    message = f"{message}; staying in {current.resolved_mode} mode"
+    log.warning("%s", message)
+    ls.show(types.MessageType.Warning, message)
+    return {"mode": current.resolved_mode, "changed": False, "message": message}

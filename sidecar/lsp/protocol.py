@@ -1,7 +1,7 @@
 """pygls' protocol with the sidecar's guarantees (docs/architecture.md, "Rules of the
 house"): a request with invalid params is answered (-32602), never dropped, and a
 handler that rejects its arguments (``sidecar.setMode`` with a typo) is one warning line,
-not an ERROR with a traceback; documents
+not an ERROR with a traceback, and echoes at most 80 characters of the value (``echo``); documents
 apply edits as LSP says (``documents.py``); notification futures are not kept forever
 (pygls 2.1.1, ``docs/upstream/pygls-2.1.1.md``); and no frame written to stdout carries a
 registered secret. Frames are read by ``framing.py``, not by pygls' reader.
@@ -22,6 +22,25 @@ from .documents import DocumentsProtocolMixin
 log = logging.getLogger(__name__)
 
 
+#: The most characters of a caller's value that a message echoes (:func:`echo`).
+ECHO_LIMIT = 80
+
+
+def echo(value: Any, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` for a message about a rejected request, cut to ``limit``
+    characters with an ellipsis: a caller's 100,000-character argument is not sent back
+    or logged whole."""
+    return _cut(repr(value), limit)
+
+
+#: The longest -32602 message sent or logged.
+_MESSAGE_LIMIT = 300
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class _Unanswerable:
     """Stands in for a message pygls could not structure (already answered with an error)."""
 
@@ -40,7 +59,7 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
             return super().structure_message(data)
         except (JsonRpcInvalidParams, JsonRpcInternalError):
             if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
-                err = JsonRpcInvalidParams(f"invalid params for {data['method']}")
+                err = JsonRpcInvalidParams(f"invalid params for {_cut(data['method'], ECHO_LIMIT)}")
                 self._send_response(data["id"], error=err.to_response_error())
                 return _Unanswerable()
             raise
@@ -55,6 +74,8 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
             super()._send_handler_result(future, msg_id=msg_id)
             return
         self._request_futures.pop(msg_id, None)
+        if len(exc.message) > _MESSAGE_LIMIT:  # whatever a handler put in it, no caller's value echoed whole
+            exc = JsonRpcInvalidParams(_cut(exc.message, _MESSAGE_LIMIT))
         log.warning("rejected a request (-32602): %s", exc.message)
         self._send_response(msg_id, error=exc.to_response_error())
 

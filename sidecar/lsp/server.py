@@ -23,14 +23,15 @@ from .. import __version__
 from ..backends.errors import BackendError
 from ..completion.crossfile import CrossFileContext
 from ..completion.service import CompletionService
-from ..config import ConfigError, Settings, build, config_file_path, normalize, settle
+from ..config import ConfigError, Settings, build, config_file_path, normalize, refused_base_url, settle
+from ..config.load import URL_ERROR
 from ..observability.redact import redact
 from .documents import encoding_name
 from .inline import CMD_ACCEPT, inline_completion, send_update
 from .positions import offset_at
 from .commands import stats_payload, switch_mode, write_stats_forever
 from .negotiation import client_renders_updates, without_updates_option
-from .protocol import SidecarProtocol
+from .protocol import SidecarProtocol, echo
 from . import client_log
 from .progress import LoadProgress
 
@@ -120,15 +121,20 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: SidecarServer, _params: types.InitializedParams) -> None:
-        for msg in ls.startup_errors:
-            ls.show(types.MessageType.Error, msg + " (using the previous or default value)")
-        ls.startup_errors.clear()
         try:
             settings = ls.settings()
         except ConfigError as exc:  # not after settle(): a last resort
-            ls.show(types.MessageType.Error, f"{exc} (using the defaults)")
+            last_resort = f"{exc} (using the defaults)"
             ls.base_layers = [{}, {}]
             settings = ls.settings()
+        else:
+            last_resort = None
+        for msg in ls.startup_errors:
+            # An invalid base URL leaves no cloud backend (its key goes nowhere else): say so.
+            ls.show(types.MessageType.Error, refused_base_url(msg, settings) or msg + " (using the previous or default value)")
+        ls.startup_errors.clear()
+        if last_resort is not None:
+            ls.show(types.MessageType.Error, last_resort)
         logging.getLogger("sidecar").setLevel(settings.log_level.upper())
         client_log.install(ls)  # SIDECAR_LOG_TO_CLIENT=1: log records as window/logMessage
         ls.service = CompletionService(
@@ -160,8 +166,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         errors: list[str] = []
         # Not a setting but a fact about the client, fixed at initialize: accepted, unused.
         layer = normalize(without_updates_option(raw), "workspace/didChangeConfiguration", errors)
-        for msg in errors:
-            ls.show(types.MessageType.Error, f"{msg} (kept the previous value)")
+        if layer.get(URL_ERROR) and ls.settings().base_url:
+            # An invalid base URL keeps the valid one in use; only without one is there
+            # no cloud backend (never the default host with a key meant for that URL).
+            del layer[URL_ERROR]
         # A key that failed keeps the value it had in the previous change, if any.
         bad = {k for k in ls.change_layer if k not in layer}
         previous = ls.change_layer
@@ -169,9 +177,13 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         try:
             settings = ls.settings()
         except ConfigError as exc:
+            for msg in errors:
+                ls.show(types.MessageType.Error, f"{msg} (kept the previous value)")
             ls.show(types.MessageType.Error, f"{exc} (kept the previous settings)")
             ls.change_layer = previous
             return
+        for msg in errors:
+            ls.show(types.MessageType.Error, refused_base_url(msg, settings) or f"{msg} (kept the previous value)")
         if ls.service is not None:
             await ls.service.apply_settings(settings)
 
@@ -215,7 +227,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         units = args[1] if len(args) > 1 else None
         if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units < 0):
             log.warning("sidecar.acceptCompletion: the accepted length must be a count of UTF-16 units "
-                        "(an integer >= 0), got %r; counted as a whole accept", units)
+                        "(an integer >= 0), got %s; counted as a whole accept", echo(units))
             units = None
         ls.service.accepted(item_id, units)
 
@@ -229,7 +241,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         if mode not in ("cloud", "local", "auto"):
             # -32602, and one warning line (SidecarProtocol._send_handler_result): a
             # caller's typo is not a server error.
-            shown = "no argument" if not args else repr(mode)
+            shown = "no argument" if not args else echo(mode)  # a 100 kB argument is not echoed whole
             raise JsonRpcInvalidParams(f"sidecar.setMode takes 'cloud', 'local' or 'auto', got {shown}")
         return await switch_mode(ls, mode)
 

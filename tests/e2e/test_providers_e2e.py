@@ -244,3 +244,26 @@ async def test_proxy_variables_can_be_turned_off_and_never_apply_to_loopback(tmp
             direct = await ask(client)
     assert off is None and proxy.requests == []
     assert direct is not None and direct.items[0].insert_text == "w * h"
+
+
+# --------------------------------------------------------------------------- a rejected key
+@pytest.mark.parametrize("key_var, provider, names, not_named", [
+    ("SIDECAR_API_KEY", "auto", "Check SIDECAR_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
+    ("OPENAI_API_KEY", "auto", "Check OPENAI_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
+    ("SILICONFLOW_API_KEY", "siliconflow", "Check SILICONFLOW_API_KEY, and that the key belongs to this host (.cn",
+     ()),
+], ids=["openai-sidecar-key", "openai-openai-key", "siliconflow"])
+async def test_a_rejected_key_names_the_variable_and_provider_in_use(tmp_path, sim, key_var, provider, names, not_named):
+    # The simulator wants KEY; the sidecar sends another key: HTTP 401.
+    env = clean_env(tmp_path, **{key_var: "sk-not-the-servers-key-4242"}, SIDECAR_BASE_URL=sim.base_url,
+                    SIDECAR_PROVIDER=provider)
+    async with sidecar(env, init_options=INIT) as client:
+        open_doc(client, URI, "def area(w, h):\n    \n")
+        r = await ask(client)
+        await asyncio.sleep(0.2)
+        messages = [m.message for m in client.messages]
+    assert r is None
+    rejected = [m for m in messages if "rejected the API key (HTTP 401)" in m]
+    assert len(rejected) == 1, messages
+    assert names in rejected[0], rejected
+    assert not [w for w in not_named if w in rejected[0]], rejected

@@ -93,6 +93,36 @@ def test_openai_variables_come_after_ours():
         config.normalize({"api_key_for": "siliconflow"}, "test")
 
 
+def test_an_invalid_base_url_leaves_no_cloud_in_any_layer():
+    """A base URL that is set but invalid is a slot of its layer (``base_url_error``):
+    no cloud, whatever the key and provider; a higher layer's valid URL replaces it, and
+    it replaces a lower layer's valid URL. Without ``errors`` it still raises."""
+    errors: list[str] = []
+    bad_env = config.from_env({"SIDECAR_BASE_URL": "htps://gw.example/v1", "SIDECAR_API_KEY": KEY,
+                               "SIDECAR_PROVIDER": "siliconflow", "OPENAI_BASE_URL": "https://other.example/v1"}, errors)
+    assert len(errors) == 1 and "htps://gw.example/v1" in errors[0] and "base_url" not in bad_env
+    s = config.build(bad_env)
+    assert (s.cloud_provider, s.resolved_base_url, s.resolved_mode) == (None, None, "local")
+    assert s.base_url_error == errors[0] and config.refused_base_url(errors[0], s).endswith(config.load.NO_CLOUD)
+    assert config.refused_base_url("another message", s) is None
+    good = config.normalize({"baseUrl": "https://gw.example/v1"}, "initializationOptions")
+    s = config.build(bad_env, good)
+    assert s.cloud_provider == "siliconflow" and s.base_url_error is None
+    assert config.refused_base_url(errors[0], s) is None
+    bad_file = config.normalize({"base_url": "ftp://gw.example/v1"}, "config file", [])
+    assert config.build(bad_file, {"api_key": KEY}).cloud_provider is None
+    assert config.build({"base_url": "https://gw.example/v1"}, bad_file, {"api_key": KEY}).cloud_provider is None
+    with pytest.raises(config.ConfigError):
+        config.from_env({"SIDECAR_BASE_URL": "htps://gw.example/v1"})
+
+
+def test_an_explicit_mode_that_is_already_in_use_needs_no_new_backend():
+    unset = config.Settings(api_key=KEY)
+    assert not config.backend_changed(unset, config.Settings(api_key=KEY, mode="cloud"))
+    assert config.backend_changed(unset, config.Settings(api_key=KEY, mode="local"))
+    assert config.backend_changed(config.Settings(), config.Settings(base_url_error="bad"))
+
+
 def test_header_settings_are_validated_and_redacted():
     layer = config.from_env({"SIDECAR_HEADERS": '{"X-Team": "infra", "X-Api-Key": "gateway-secret-123"}'})
     s = config.build(layer, config.normalize({"localHeaders": {"X-Node": 7}, "user": "alice"}, "initializationOptions"))

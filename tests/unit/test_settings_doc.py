@@ -12,6 +12,7 @@ import pytest
 
 from sidecar import config
 from sidecar.config import doc
+from sidecar.config.declare import spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,9 @@ def test_readme_points_to_the_table_instead_of_copying_it():
 
 def test_every_setting_has_an_environment_variable_and_the_old_ones_still_work():
     assert {k: v for k, v in config.ENV_VARS.items() if k in LEGACY_ENV} == LEGACY_ENV
-    settable = {f.name for f in dataclasses.fields(config.Settings) if f.name != "api_key_for"}
+    # Internal settings (api_key_for, base_url_error) are derived while loading, never set.
+    settable = {f.name for f in dataclasses.fields(config.Settings) if not spec_of(f).internal}
+    assert {"api_key_for", "base_url_error"} <= {f.name for f in dataclasses.fields(config.Settings)} - settable
     assert settable == set(config.ENV_VARS.values())
     assert config.OPENAI_ENV_VARS == {"OPENAI_API_KEY": "api_key", "OPENAI_BASE_URL": "base_url"}
     # The later variable wins, as before.
@@ -69,7 +72,7 @@ def test_new_variables_are_coerced_by_the_field_type():
 
 def test_backend_fields_and_secrets_come_from_the_declaration():
     assert set(config.BACKEND_FIELDS) == {
-        "provider", "mode", "api_key", "base_url", "siliconflow_region", "model", "http2",
+        "provider", "mode", "api_key", "base_url", "base_url_error", "siliconflow_region", "model", "http2",
         "connect_timeout_ms", "request_timeout_ms", "cold_start_timeout_ms",
         "local_model_path", "local_n_ctx", "local_n_gpu_layers", "local_threads",
         "local_engine", "local_url", "local_model",
