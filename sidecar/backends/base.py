@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Protocol
 
@@ -59,6 +60,43 @@ class StreamInfo:
         if not self.first_token_at:
             return None
         return (self.first_token_at - self.sent_at) * 1000.0
+
+
+#: A surrogate code point: half of a UTF-16 pair, which UTF-8 cannot encode. A Python
+#: string holds one only where the editor's JSON escaped a lone half (``"\\ud83d"``,
+#: legal JSON); a whole pair is decoded to one code point.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (one UTF-16 unit for one, so
+    lengths counted in UTF-16 units stay as they were)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_cleaned(v) for v in value]
+    return value
+
+
+def json_body(value: Any) -> bytes:
+    """``value`` as the UTF-8 JSON body of an upstream request (compact, strict: NaN and
+    infinities raise ValueError). Every request body goes through here: text from the
+    editor may hold a lone surrogate, which UTF-8 cannot encode (httpx's ``json=`` raises
+    UnicodeEncodeError), so strings that hold one are sent with U+FFFD in its place."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(_cleaned(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+#: Headers of a request whose content is :func:`json_body`.
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def parse_json_object(raw: bytes, info: StreamInfo, what: str = "stream line") -> dict | None:

@@ -15,6 +15,7 @@ import time
 
 import httpx2 as httpx
 
+from .base import JSON_HEADERS, json_body
 from .engine_process import EngineProcess
 from .engine_setup import CRASH_FIX, DOCTOR_HINT
 from .engine_start import WARMUP_MAX_TOKENS, EngineStartError, describe_exit, warmup_prompt
@@ -88,7 +89,7 @@ class ManagedEngine(EngineProcess):
             waiting = prompt != warmup_prompt()
             body = {"prompt": prompt, "max_tokens": 2 if waiting else WARMUP_MAX_TOKENS, "temperature": 0.0}
             try:
-                r = await client.post(f"{self.base_url}/completions", json=body,
+                r = await client.post(f"{self.base_url}/completions", content=json_body(body), headers=JSON_HEADERS,
                                       timeout=max(1.0, deadline - time.perf_counter()))
                 failure = None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
             except httpx.HTTPError as exc:

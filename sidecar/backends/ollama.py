@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator
 import httpx2 as httpx
 
 from ..providers import OLLAMA
-from .base import StreamInfo, UpstreamRequest, parse_json_object
+from .base import JSON_HEADERS, StreamInfo, UpstreamRequest, json_body, parse_json_object
 from .errors import BAD_REQUEST, CONNECTION, ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, UNKNOWN, BackendError, classify
 from .external import ExternalEngineBackend, iter_lines, message_of
 
@@ -71,7 +71,7 @@ class OllamaBackend(ExternalEngineBackend):
         t0 = time.perf_counter()
         body = {"model": self.model, "keep_alive": self.keep_alive, "stream": False}
         try:
-            r = await self._client.post("api/generate", json=body, timeout=timeout_s)
+            r = await self._client.post("api/generate", content=json_body(body), headers=JSON_HEADERS, timeout=timeout_s)
             raw = await r.aread()
         except httpx.TimeoutException:
             raise BackendError(ENGINE, f"{self.name} did not load '{self.model}' within {timeout_s:.0f} s") from None

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import httpx2 as httpx
 
-from .base import BackendBase, StreamInfo, UpstreamRequest
-from .errors import CONNECTION, TIMEOUT, BackendError, classify
+from .base import JSON_HEADERS, BackendBase, StreamInfo, UpstreamRequest, json_body
+from .errors import BAD_REQUEST, CONNECTION, TIMEOUT, BackendError, classify
 from .openai_events import _OpenAIEvents
 from .ratelimit import CoolDown
 
@@ -170,6 +170,11 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
         if self.user and req.endpoint in _OPENAI_ENDPOINTS:
             body.setdefault("user", self.user)
         chat = req.endpoint.startswith("chat")
+        try:
+            # Lone surrogates from the editor's text become U+FFFD here (base.json_body).
+            content = json_body(body)
+        except (TypeError, ValueError) as exc:  # a value JSON cannot hold: our bug, one clear error
+            raise BackendError(BAD_REQUEST, f"could not encode the request to {self.name}: {exc}") from None
         info.sent_at = time.perf_counter()
         extra = {}
         if req.read_timeout_s is not None:
@@ -179,8 +184,8 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
             async with self._client.stream(
                 "POST",
                 req.endpoint,
-                json=body,
-                headers={"Accept": "text/event-stream", "Cache-Control": "no-store"},
+                content=content,
+                headers={**JSON_HEADERS, "Accept": "text/event-stream", "Cache-Control": "no-store"},
                 **extra,
             ) as resp:
                 info.headers_at = time.perf_counter()

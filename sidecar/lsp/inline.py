@@ -19,7 +19,7 @@ from ..completion.context import NotCompletable
 from ..completion.request import Request
 from ..completion.updates import update_item_id
 from .documents import encoding_name
-from .positions import InvalidPosition, offset_at, units_of
+from .positions import InvalidPosition, line_bounds, offset_at, units_of
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,13 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
         log.warning("invalid position %s:%s in %s: %s", pos.line, pos.character, params.text_document.uri, exc)
         service.metrics.count("invalid_position")
         return None
+    # LSP §Position: a column past the line's end "defaults back to the line length". The
+    # offset already is the line's end; the item's range (and an update's position) say so too.
+    column = units_of(text[line_bounds(text, pos.line)[0]:offset], encoding)
+    if column != pos.character:
+        log.debug("column %s past the end of line %s (%s units) in %s: taken as its end",
+                  pos.character, pos.line, column, params.text_document.uri)
+        pos = types.Position(line=pos.line, character=column)
 
     # A selected completion-menu item: the result must extend it and replace its range.
     selected = params.context.selected_completion_info if params.context else None

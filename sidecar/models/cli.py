@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import os
 import re
@@ -254,46 +255,94 @@ def _use(entry: ModelEntry, args: argparse.Namespace) -> int:
     for var in ("SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_LOCAL_MODEL"):
         if os.environ.get(var):
             print(f"sidecar: note: ${var} is set and takes precedence over the config file", file=sys.stderr)
-    if tomllib.loads(path.read_text(encoding="utf-8")).get("local_model_path"):
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    table = doc.get("sidecar") if isinstance(doc.get("sidecar"), dict) else {}
+    if any(d.get(k) for d in (doc, table) for k in ("local_model_path", "localModelPath")):
         print(f"sidecar: note: local_model_path in {path} takes precedence over local_model", file=sys.stderr)
     return 0
 
 
-_KEY_RE = re.compile(r"^\s*local_model\s*=")
+#: The spellings of the key the loader reads (``config.load``: snake_case or camelCase).
+_KEYS = ("local_model", "localModel")
+_KEY = r"""(?:local_model|localModel|"local_model"|"localModel"|'local_model'|'localModel')"""
+_SIDECAR = r"""(?:sidecar|"sidecar"|'sidecar')"""
+#: ``local_model = VALUE  # comment`` (``lead``: everything up to the value), in its table
+#: or as the top level's dotted ``sidecar.local_model``.
+_VALUE = r"""(?P<val>"(?:[^"\\]|\\.)*"|'[^']*'|[^\s#]+)(?P<rest>.*)"""
+_KEY_LINE = re.compile(rf"^(?P<lead>\s*{_KEY}\s*=\s*){_VALUE}$")
+_DOTTED_LINE = re.compile(rf"^(?P<lead>\s*{_SIDECAR}\s*\.\s*{_KEY}\s*=\s*){_VALUE}$")
 _TABLE_RE = re.compile(r"^\s*\[")
+_SIDECAR_TABLE = re.compile(rf"^\s*\[\s*{_SIDECAR}\s*\]\s*(?:#.*)?$")
+
+
+def _line_end(line: str) -> tuple[str, str]:
+    body = line.rstrip("\r\n")
+    return body, line[len(body):]
 
 
 def set_local_model(path: Path, name: str) -> str:
-    """Set the top-level ``local_model = "name"`` line of the TOML file ``path``, keeping
-    every other line ("replaced", "added" or "created"). The result is parsed before it
-    is written (atomically, keeping the file's mode; a new file is 0600): raises
-    ValueError when the file is not valid TOML afterwards, OSError when it cannot be
-    read or written (a folder in its place, a read-only or full disk; the file is then
-    unchanged and no ``.tmp`` file is left)."""
+    """Set ``local_model = "name"`` in the TOML file ``path`` where the loader reads it:
+    inside the ``[sidecar]`` table (or as ``sidecar.local_model``) when that table sets
+    it (the table wins over the top level), else the top-level key; with neither, a
+    top-level line is added before the first table. Only that value changes: every other
+    byte of the file, a comment after the value included, is kept ("replaced", "added"
+    or "created"). The result is parsed before it is written (atomically, keeping the
+    file's mode; a new file is 0600): raises ValueError when the file is not valid TOML,
+    or when the change would alter anything but that value (a layout this edit cannot
+    follow: edit the file by hand); OSError when it cannot be read or written (a folder
+    in its place, a read-only or full disk; the file is then unchanged and no ``.tmp``
+    file is left)."""
     exists = path.exists()
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if exists else []
-    new = f"local_model = {json.dumps(name)}\n"
-    where = next((i for i, line in enumerate(lines) if _TABLE_RE.match(line)), len(lines))
-    found = next((i for i, line in enumerate(lines[:where]) if _KEY_RE.match(line)), None)
-    if found is not None:
-        lines[found] = new
-    else:
-        if where == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
-            lines[-1] += "\n"
-        lines.insert(where, new)
-    text = "".join(lines)
+    text = path.read_bytes().decode("utf-8") if exists else ""  # line breaks as they are (\r\n too)
     try:
-        ok = tomllib.loads(text).get("local_model") == name
+        before = tomllib.loads(text, parse_float=str)  # floats as written: compared as text below
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"it is not valid TOML after the change ({exc}); fix the file first") from None
-    if not ok:
-        raise ValueError("local_model is not a top-level key after the change; edit the file by hand")
+        raise ValueError(f"it is not valid TOML ({exc}); fix the file first") from None
+    table = before.get("sidecar")
+    in_table = isinstance(table, dict) and any(k in table for k in _KEYS)
+    target = table if in_table else before
+    expected = copy.deepcopy(before)
+    lines = text.splitlines(keepends=True)
+    value = json.dumps(name)
+    found = False
+    section = ""  # "" the top level, "sidecar" the [sidecar] table, None any other table
+    for i, line in enumerate(lines):
+        body, end = _line_end(line)
+        if _TABLE_RE.match(body):
+            section = "sidecar" if _SIDECAR_TABLE.match(body) else None
+            continue
+        if in_table:
+            m = _KEY_LINE.match(body) if section == "sidecar" else _DOTTED_LINE.match(body) if section == "" else None
+        else:
+            m = _KEY_LINE.match(body) if section == "" else None
+        if m:
+            lines[i] = m["lead"] + value + m["rest"] + end
+            found = True
+    scope = expected["sidecar"] if in_table else expected
+    if found:
+        for k in _KEYS:
+            if k in target:
+                scope[k] = name
+    else:
+        where = next((i for i, line in enumerate(lines) if _TABLE_RE.match(line)), len(lines))
+        eol = "\r\n" if "\r\n" in text else "\n"  # the file's own line break
+        if where == len(lines) and lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += eol
+        lines.insert(where, f"local_model = {value}{eol}")
+        scope["local_model"] = name
+    new_text = "".join(lines)
+    try:
+        after = tomllib.loads(new_text, parse_float=str)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"it is not valid TOML after the change ({exc}); edit the file by hand") from None
+    if after != expected:
+        raise ValueError("local_model could not be changed alone in this layout; edit the file by hand")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, (path.stat().st_mode & 0o777) if exists else 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(new_text)
             f.flush()
             os.fsync(f.fileno())  # a full disk says so here, before the old file is replaced
         os.replace(tmp, path)
@@ -301,7 +350,7 @@ def set_local_model(path: Path, name: str) -> str:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    return "replaced" if found is not None else ("added" if exists else "created")
+    return "replaced" if found else ("added" if exists else "created")
 
 
 class ProgressLine:

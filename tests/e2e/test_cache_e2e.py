@@ -138,9 +138,9 @@ async def test_stale_after_edit_misses(tmp_path, sim, edit):
     assert len(completions(sim)) == 2  # the edited document missed the cache
 
 
-async def test_random_bytes_cache_file_still_serves(tmp_path, sim):
+async def test_corrupt_cache_file_still_serves(tmp_path, sim):
     path = tmp_path / "junk.sqlite3"
-    path.write_bytes(os.urandom(4096))
+    path.write_bytes(b"SQLite format 3\x00" + os.urandom(4096 - 16))  # a cache file gone bad
     env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE_PATH=str(path))
     sim.set_responder(lambda body: "42")
     async with sidecar(env) as client:
@@ -152,6 +152,43 @@ async def test_random_bytes_cache_file_still_serves(tmp_path, sim):
     assert result.items[0].insert_text == "42"
     assert stats["cache"]["persistent"] is True
     assert any(".corrupt-" in p.name for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("which", ["config", "notes"])
+async def test_a_cache_path_naming_another_file_leaves_it_untouched(tmp_path, sim, which):
+    # SIDECAR_CACHE_PATH pointing at the config file itself, or at any text file: the file
+    # stays byte for byte, the server serves (memory cache only) with one warning naming
+    # the path, and `sidecar cache stats` works and leaves it alone too.
+    config_text = b'# my settings\nlocal_model = "smollm2-135m"\n'
+    (tmp_path / "config.toml").write_bytes(config_text)
+    path = tmp_path / ("config.toml" if which == "config" else "notes.txt")
+    if which == "notes":
+        path.write_bytes(b"shopping list\n- milk\n")
+    before = path.read_bytes()
+    log = tmp_path / "sidecar.jsonl"
+    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE_PATH=str(path),
+                      SIDECAR_LOG_FILE=str(log))
+    sim.set_responder(lambda body: "42")
+    from lsprotocol import types
+
+    async with sidecar(env) as client:
+        open_doc(client, "file:///w/a.py", "x = \n")
+        result = await ask(client, "file:///w/a.py", 0, 4)
+        stats = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
+    assert result.items[0].insert_text == "42"
+    assert stats["cache"]["persistent"] is False and "left untouched" in stats["cache"]["persistence_off_reason"]
+    assert path.read_bytes() == before and (tmp_path / "config.toml").read_bytes() == config_text
+    assert not [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name or p.name.endswith(("-wal", "-shm"))]
+    import json
+
+    warnings = [r["msg"] for r in map(json.loads, log.read_text().splitlines()) if r["level"] == "warning"]
+    about = [m for m in warnings if str(path) in m]
+    assert len(about) == 1 and "left untouched" in about[0] and "cache_path" in about[0], warnings
+    st = subprocess.run([sys.executable, "-m", "sidecar", "cache", "stats"], env=env, capture_output=True, text=True,
+                        timeout=60, cwd=ROOT)
+    assert st.returncode == 0 and '"persistent": false' in st.stdout, st.stdout + st.stderr
+    assert str(path) in st.stderr and "left untouched" in st.stderr, st.stderr
+    assert path.read_bytes() == before
 
 
 async def test_clear_cache_command_and_cli(tmp_path, sim):

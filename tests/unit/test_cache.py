@@ -79,9 +79,10 @@ async def test_file_mode_0600_and_no_secrets(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
-async def test_random_bytes_file_is_moved_aside(tmp_path, caplog):
+async def test_corrupt_cache_file_is_moved_aside(tmp_path, caplog):
+    # A cache file gone bad: SQLite's header, then garbage.
     path = tmp_path / "c.sqlite3"
-    path.write_bytes(os.urandom(8192))
+    path.write_bytes(b"SQLite format 3\x00" + os.urandom(8192 - 16))
     c = await make(path)
     assert c.store.enabled
     c.put(key("a = "), "1", partial=False)
@@ -91,6 +92,25 @@ async def test_random_bytes_file_is_moved_aside(tmp_path, caplog):
     moved = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
     assert len(moved) == 1
     assert sum("moved it to" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("content", [b"local_model = \"auto\"\n", b"SQLite format 2\x00", b"\x00" * 4096],
+                         ids=["text", "other-header", "zeros"])
+async def test_a_file_that_is_not_a_cache_is_left_untouched(tmp_path, caplog, content):
+    # A cache path that names someone else's file (the config, notes): never moved or
+    # written; persistence is off with one warning that names it; the memory layer works.
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    c = await make(path)
+    assert not c.store.enabled
+    c.put(key("a = "), "1", partial=False)
+    assert await c.lookup(key("a = "))
+    await c.close()
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and str(path) in warned[0] and "left untouched" in warned[0], warned
+    assert "cache_path" in warned[0] and "new file" in warned[0]
 
 
 async def test_old_schema_is_rebuilt(tmp_path):

@@ -15,7 +15,8 @@ docs/architecture.md, "The path of a keystroke", step 3).
 - Only these signs count as corruption (:func:`_is_corrupt`): ``file is not a database``,
   ``malformed``, a failed quick_check. An error on a closed or replaced connection, a busy
   or locked file, or a misuse error never moves a file (``recovery.py`` moves a corrupt
-  one aside).
+  one aside, and only one that starts with SQLite's header or is empty: any other file
+  at the path is left untouched and persistence is off).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class _Connection:
                     continue
                 if not moved and _is_corrupt(exc):
                     moved = True
-                    self._move_aside(str(exc))
+                    if not self._move_aside(str(exc)):
+                        return False  # not a cache file: left untouched, persistence off
                     continue
                 return self._disable(f"cannot use {self.path}: {exc}")
         if self.closed:

@@ -2,10 +2,15 @@
 Part of the SQLite store (``store.py``; docs/architecture.md, "The path of a keystroke",
 step 3).
 
-- A file that is not a SQLite database, or fails ``PRAGMA quick_check``, is moved aside
-  (``<name>.corrupt-<unix time>``, with its WAL/SHM companions) with one log line, and a
-  fresh cache starts. Only the signs in ``connection._is_corrupt`` count; a file is never
-  moved after ``close()``.
+- A cache file that SQLite calls corrupt (not a database, malformed, a failed
+  ``PRAGMA quick_check``) is moved aside (``<name>.corrupt-<unix time>``, with its WAL/SHM
+  companions) with one log line, and a fresh cache starts. Only the signs in
+  ``connection._is_corrupt`` count; a file is never moved after ``close()``.
+- Only a file that can be a cache is ever moved: an empty one, or one that starts with
+  SQLite's header (``SQLite format 3\0``). Any other file at ``cache_path`` (the
+  config.toml, notes) is someone else's: it is left untouched, byte for byte, and
+  persistence is off with one warning that names it and says to point ``cache_path``
+  at a new file.
 - A cache file deleted or replaced while the sidecar runs (its path gone, or another
   inode) is noticed by the flush task within ``FLUSH_S`` seconds, or by the write that
   SQLite then refuses (``SQLITE_READONLY_DBMOVED``), and recreated: queued rows go to the
@@ -33,14 +38,36 @@ from .connection import BUSY_TIMEOUT_MS, _Closed, _is_corrupt, _is_unwritable
 
 log = logging.getLogger(__name__)
 
+#: The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3.1).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def may_be_cache(path: Path) -> bool:
+    """True when the file at ``path`` can be a cache file: missing, empty, or starting
+    with SQLite's header. False for any other file (or one that cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return head == b"" or head == SQLITE_HEADER
+
 
 class _Recovery:
     """Moving a corrupt file aside, recreating a deleted one, turning persistence off (a
     part of :class:`~.store.SqliteStore`: it uses the store's state)."""
 
-    def _move_aside(self, why: str) -> None:
+    def _move_aside(self, why: str) -> bool:
+        """Move the corrupt file aside. Returns False, with persistence off and the file
+        untouched, when the file is not one a cache could have written (``may_be_cache``)."""
         if self.closed:  # never after close: whatever failed, it was not the file
-            return
+            return True
+        if not may_be_cache(self.path):
+            return self._disable(
+                f"{self.path} is not a completion cache file (it does not start with SQLite's header), so it "
+                f"was left untouched; set cache_path (SIDECAR_CACHE_PATH) to a new file")
         target = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
         try:
             os.replace(self.path, target)
@@ -51,6 +78,7 @@ class _Recovery:
             log.warning("cache file %s is unreadable (%s): moved it to %s and started a fresh cache", self.path, why, target)
         except OSError as exc:
             log.warning("cache file %s is unreadable (%s) and could not be moved: %s", self.path, why, exc)
+        return True
 
     def _disable(self, why: str) -> bool:
         self.enabled = False
@@ -79,7 +107,8 @@ class _Recovery:
         if self.closed:
             return
         if move_aside is not None:
-            self._move_aside(move_aside)
+            if not self._move_aside(move_aside):
+                return  # not a cache file (replaced under us): left alone, persistence off
         elif not self.path.exists():
             # Companions of a deleted file would be replayed into the new one.
             for suffix in ("-wal", "-shm"):

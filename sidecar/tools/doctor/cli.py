@@ -1,6 +1,7 @@
 """``sidecar doctor``'s command line (``sidecar/cli.py`` hands every word after ``doctor``
 to :func:`main`; ``python -m sidecar.tools.doctor`` runs it too): parse the options, load
-the configuration, run the checks, print the report with every API key redacted. Exit
+the configuration, run the checks, print the report with every API key redacted. The configuration is
+resolved as ``serve`` resolves it (``sidecar/cli.py`` ``resolve_settings``). Exit
 code 0 when no check FAILs, 1 otherwise (WARN does not change it). See
 docs/architecture.md (``tools/``).
 """
@@ -43,13 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--engine-timeout must be above 0")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
 
-    settings: config.Settings | None = None
-    error: str | None = None
-    try:
-        settings = config.build(config.from_file(), config.from_env())
-    except config.ConfigError as exc:
-        error = str(exc)
-    doctor = Doctor(settings, timeout_s=args.timeout, engine=args.engine, config_error=error,
+    from ...cli import resolve_settings
+
+    # As serve resolves them: what it ignores (a bad or contradicting setting, an
+    # unreadable file) is one WARN, and every check runs on the rest.
+    settings, ignored = resolve_settings()
+    doctor = Doctor(settings, timeout_s=args.timeout, engine=args.engine, ignored=ignored,
                     engine_timeout_s=args.engine_timeout)
     checks = asyncio.run(doctor.run())
     code = 1 if any(c.status == FAIL for c in checks) else 0

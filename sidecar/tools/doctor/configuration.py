@@ -5,13 +5,20 @@ the local engine, the cache path and the config file.
 
 FAIL: the configuration did not load (the error names the setting), a cloud provider
 without a base URL, or a provider that needs an API key (SiliconFlow) without one. It
-never WARNs. See docs/architecture.md (``config/``, ``tools/``).
+never WARNs.
+
+The ``config_ignored`` check (only when there is something to say) WARNs with what the
+settings were resolved without, as ``serve`` resolves them (``sidecar/cli.py``
+``resolve_settings``): a bad value, settings that contradict each other
+(``debounce_min_ms`` above ``debounce_max_ms``), a config file that cannot be read at
+all. The other checks run on the rest. See docs/architecture.md (``config/``,
+``tools/``).
 """
 
 from __future__ import annotations
 
 from ... import config
-from .base import FAIL, OK
+from .base import FAIL, OK, WARN
 
 
 class ConfigCheck:
@@ -58,3 +65,12 @@ class ConfigCheck:
                      f"{cloud.label} needs an API key: set {key_var} (or api_key in the config file).", data)
             return
         self.add("config", "configuration", OK, value, "", data)
+
+    def check_ignored(self) -> None:
+        ignored = getattr(self, "ignored", [])
+        if not ignored:
+            return
+        path = config.config_file_path()
+        self.add("config_ignored", "ignored settings", WARN, "; ".join(ignored),
+                 f"Fix or remove them in {path} or in the environment (the sidecar runs without them, as these "
+                 f"checks did); `sidecar config` shows what is resolved.", {"ignored": list(ignored)})

@@ -1,7 +1,8 @@
 """The doctor runner: :class:`Doctor` holds what the checks share (the settings, the
 timeouts, the report so far, and what one check learns for a later one: the warm round
 trip, the prompt strategy, GPU offload, whether the engine is set up) and runs the checks
-in the order the report shows them (``config``, ``network``, ``key``, ``fim``, ``ttft``,
+in the order the report shows them (``config``, ``config_ignored`` when settings were
+ignored, ``network``, ``key``, ``fim``, ``ttft``,
 ``local_engine``, ``gpu``, ``engine``, ``cache``). Each check is a method from its own
 module (configuration.py, network.py, cloud.py, fim.py, ttft.py, local.py, engine.py,
 cache.py; probe.py holds the tiny request the cloud checks send); this module measures
@@ -31,16 +32,20 @@ class Doctor(ConfigCheck, CloudChecks, NetworkCheck, ProbeRequests, FimCheck, Tt
     """Runs the checks for ``settings`` (None when the configuration did not load)."""
 
     def __init__(self, settings: config.Settings | None, *, timeout_s: float, engine: bool | None = None,
-                 config_error: str | None = None, engine_timeout_s: float = ENGINE_CHECK_S) -> None:
+                 config_error: str | None = None, engine_timeout_s: float = ENGINE_CHECK_S,
+                 ignored: list[str] | None = None) -> None:
         """``engine``: None (the default) runs the engine check when the managed engine is
         set up (or an external one is in use); True also runs an external engine that is
-        not in use and judges a managed one as if it were; False skips it."""
+        not in use and judges a managed one as if it were; False skips it. ``ignored``:
+        one line per setting (or config file) the settings were resolved without, as
+        serve ignores them: one WARN (``config_ignored``)."""
         self.settings = settings
         self.timeout_s = timeout_s
         self.start_engine = engine
         self.engine_timeout_s = engine_timeout_s
         self.engine_setup_ok = False  # the local_engine check found llama-cpp-python and a GGUF
         self.config_error = config_error
+        self.ignored = list(ignored or ())
         self.checks: list[Check] = []
         self.rtt_ms: float | None = None  # warm HTTP round trip to the base URL
         self.cloud_usable = False  # reachable and the key was not rejected
@@ -54,6 +59,7 @@ class Doctor(ConfigCheck, CloudChecks, NetworkCheck, ProbeRequests, FimCheck, Tt
 
     async def run(self) -> list[Check]:
         self.check_config()
+        self.check_ignored()
         s = self.settings
         if s is None:
             for key, title in (("network", "base URL"), ("key", "API key"), ("fim", "FIM"), ("ttft", "TTFT"),
