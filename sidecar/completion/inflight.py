@@ -140,6 +140,9 @@ class InflightStream:
             try:
                 self.outcome = await pump(self.filter, self._on_delta)
                 self.failed = self.outcome == "error"
+            except Exception:  # noqa: BLE001 - a fault the backend did not classify ends this stream only
+                log.exception("upstream stream failed")
+                self.outcome, self.failed = "error", True
             finally:
                 self._finish(on_end)
 

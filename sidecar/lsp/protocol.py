@@ -41,6 +41,18 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _QuietDeserialize(logging.Filter):
+    """Drops pygls' ERROR-with-traceback for a message whose params do not match the LSP
+    types: :meth:`SidecarProtocol.structure_message` answers it -32602 and logs one
+    warning line instead (a client's bad input is not a server error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable to deserialize message")
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietDeserialize())
+
+
 class _Unanswerable:
     """Stands in for a message pygls could not structure (already answered with an error)."""
 
@@ -60,8 +72,11 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
         except (JsonRpcInvalidParams, JsonRpcInternalError):
             if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
                 err = JsonRpcInvalidParams(f"invalid params for {_cut(data['method'], ECHO_LIMIT)}")
+                log.warning("rejected a request (-32602): %s", err.message)
                 self._send_response(data["id"], error=err.to_response_error())
                 return _Unanswerable()
+            log.warning("ignored a message that does not match the LSP types: %s",
+                        _cut(str(data.get("method", "?")) if isinstance(data, dict) else "?", ECHO_LIMIT))
             raise
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:

@@ -175,3 +175,24 @@ def test_a_stream_that_cannot_be_resynchronised_exits_non_zero(tmp_path):
     assert "lost the LSP framing" in err.decode()
     frames, tail = parse_frames(srv.out + rest)
     assert tail == b""
+
+
+@pytest.mark.parametrize("line,character", [(-1, 0), (0, 2 ** 40)], ids=["negative-line", "past-uinteger"])
+def test_a_position_outside_the_lsp_types_is_invalid_params_and_one_warning(tmp_path, line, character):
+    """Not a uinteger (LSP 3.17 §Position): -32602, one warning line on stderr, no ERROR
+    and no traceback (the client's mistake, not the server's), and the next request is
+    answered."""
+    s = Server(tmp_path)
+    s.initialize()
+    s.send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///w/p.py", "languageId": "python", "version": 1, "text": "x = 1\n"}}}))
+    s.send(frame({"jsonrpc": "2.0", "id": 40, "method": "textDocument/inlineCompletion", "params": {
+        "textDocument": {"uri": "file:///w/p.py"}, "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2}}}))
+    s.send(frame(stats(GOOD)))
+    assert s.wait_for(lambda f: {40, GOOD} <= set(s.answers()), 30)
+    err = s.finish()
+    assert s.answers()[40]["error"]["code"] == -32602
+    assert "result" in s.answers()[GOOD]
+    assert "Traceback" not in err and " ERROR " not in err, err
+    assert err.count("rejected a request (-32602)") == 1, err

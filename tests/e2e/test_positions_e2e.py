@@ -30,3 +30,4 @@ async def test_a_column_past_the_line_end_is_the_line_end(tmp_path):
     assert answer is not None and answer.items[0].insert_text == "x)"
     rng = answer.items[0].range
     assert (rng.start.line, rng.start.character, rng.end.line, rng.end.character) == (1, 4, 1, 4)
+

@@ -98,3 +98,19 @@ def test_a_multi_line_context_reads_no_lookahead():
     prefix = "def scale(a, b):\n    "
     s, steps = _fed(["x = a\n", "    return x\n", "\n", "def other():\n"], prefix=prefix, line_prefix="    ")
     assert steps[-1][0] and s.reach == s.text
+
+
+async def test_a_pump_that_raises_ends_the_stream_as_failed():
+    # A fault the backend did not classify (not a BackendError) ends this stream only:
+    # its waiters wake, nothing is left as an unretrieved task exception.
+    ended = []
+
+    async def pump(filt, on_delta):
+        raise UnicodeEncodeError("utf-8", "\ud83d", 0, 1, "surrogates not allowed")
+
+    s = _stream()
+    s.run(pump, ended.append)
+    await asyncio.wait_for(s.changed(), 1)
+    await asyncio.sleep(0)
+    assert s.done and s.failed and s.outcome == "error" and ended == [s]
+    assert s.task.done() and s.task.exception() is None

@@ -61,6 +61,7 @@ class CloudChecks:
         """Judge the key from the ``GET /models`` answer. Returns False only when the key
         was rejected."""
         from ...backends.errors import BAD_KEY, classify
+        from ...backends.factory import cloud_key_hint
 
         s = self.settings
         assert s is not None
@@ -69,7 +70,7 @@ class CloudChecks:
         model = s.resolved_model
         key_word = "key accepted" if s.api_key else "no key needed"
         if resp.status_code >= 400:
-            err = classify(resp.status_code, resp.content, backend=name, model=model)
+            err = classify(resp.status_code, resp.content, backend=name, model=model, key_hint=cloud_key_hint(s))
             data = {"status": resp.status_code, "kind": err.kind}
             if err.kind == BAD_KEY:
                 value = (f"the key was rejected (HTTP {resp.status_code})" if s.api_key
