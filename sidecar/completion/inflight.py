@@ -77,8 +77,16 @@ class InflightStream:
     @property
     def reach(self) -> str:
         """``text`` and the lookahead after it (``StreamFilter``): what a request that
-        types through the answer, or accepts it, is answered from."""
-        return self.filter.raw_reach()
+        types through the answer, or accepts it, is answered from. A stream that ended
+        while reading its lookahead other than by the model's own end (``max_tokens``,
+        the deadline, closed) keeps only the lookahead's complete lines: a line cut by
+        the token limit is not a line the model finished."""
+        r = self.filter.raw_reach()
+        if self.done and self.outcome != "complete" and self.filter.done and not self.filter.settled:
+            cut = len(self.filter.raw_kept())
+            last = r.rfind("\n", cut)
+            r = r[: last + 1] if last >= cut else r[:cut]
+        return r
 
     def typed_since_anchor(self, doc_prefix: str, doc_suffix: str) -> str | None:
         """What the user typed after the anchor, or None when the document moved elsewhere."""
@@ -122,7 +130,7 @@ class InflightStream:
         if not produced.startswith(typed):
             return ""
         rest = produced[len(typed):]
-        if finished_lines_only and not (self.done or self.filter.done):
+        if finished_lines_only and not (self.done or self.filter.settled):
             body = rest.lstrip("\n")
             cut = body.rfind("\n")
             if cut < 0:

@@ -48,7 +48,10 @@ class BackendUpstream:
         out = await self.runner.run(ctx, filt, on_delta, waking=waking)
         if out.error is not None:
             return "error"
-        return "partial" if (out.info.truncated or out.deadline_hit) else "complete"
+        # Cut by the token limit (``finish_reason: "length"``), the deadline or a dropped
+        # connection: its last line may be unfinished (inflight.py, cache.put).
+        cut = out.info.truncated or out.deadline_hit or out.info.finish_reason == "length"
+        return "partial" if cut else "complete"
 
     def recent_ttft_ms(self) -> float | None:
         """Median of the last 20 upstream TTFTs in ms (None before the first)."""

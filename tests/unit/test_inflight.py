@@ -114,3 +114,43 @@ async def test_a_pump_that_raises_ends_the_stream_as_failed():
     await asyncio.sleep(0)
     assert s.done and s.failed and s.outcome == "error" and ended == [s]
     assert s.task.done() and s.task.exception() is None
+
+
+def test_a_lookahead_line_still_being_written_is_no_finished_line():
+    # A client without updates is answered with finished lines only: after the accept,
+    # the lookahead line counts only once it is complete (never "\n    return").
+    s, steps = _fed(["a + b\n", "    return"])
+    at_line_end = _ctx(PRE + "a + b", "    x = a + b")
+    assert steps[-1] == (False, True)  # answered, still reading the lookahead
+    assert s.remainder("a + b", at_line_end, finished_lines_only=True) == ""
+    assert s.remainder("a + b", at_line_end) == "\n    return"  # what an update client is shown so far
+    s.filter.feed(" x\n")
+    assert s.remainder("a + b", at_line_end, finished_lines_only=True) == "\n    return x"
+
+
+async def test_a_lookahead_cut_by_the_token_limit_is_dropped():
+    # max_tokens ended the stream in the middle of the lookahead line: that line is not
+    # one the model finished, so the request after the accept is not shown it.
+    async def pump(filt, on_delta):
+        filt.feed("a + b\n")
+        filt.feed("    return z +")
+        return "partial"  # the runner's outcome for a stream cut by max_tokens
+
+    s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 1)
+    s.run(pump)
+    await s.task
+    at_line_end = _ctx(PRE + "a + b", "    x = a + b")
+    assert s.text == "a + b\n" and s.reach == "a + b\n"
+    assert s.remainder("a + b", at_line_end) == ""
+
+
+async def test_a_lookahead_the_model_ended_itself_is_kept():
+    async def pump(filt, on_delta):
+        filt.feed("a + b\n")
+        filt.feed("    return x")  # then the model's end of text
+        return "complete"
+
+    s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 1)
+    s.run(pump)
+    await s.task
+    assert s.remainder("a + b", _ctx(PRE + "a + b", "    x = a + b")) == "\n    return x"

@@ -219,6 +219,12 @@ class StreamFilter:
         return self._cut is not None
 
     @property
+    def settled(self) -> bool:
+        """The answer has ended and its lookahead is read (or none is read): every line
+        of :meth:`raw_reach` is complete."""
+        return self._cut is not None and self._ahead is not None
+
+    @property
     def raw(self) -> str:
         return self._raw
 
