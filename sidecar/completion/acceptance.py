@@ -9,10 +9,13 @@ by default). Counters: ``suggestions.shown``, ``tokens.shown``, ``accepted``,
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable
 
 from . import tokens
+from .gate import Features, Gate
 from .prefetch import next_line_indent
 from .request import Request
 
@@ -20,15 +23,29 @@ from .request import Request
 MAX_SHOWN = 256
 
 
+@dataclass
+class _Open:
+    """The last suggestion shown in a document and not labelled yet (gate.py, "Labels").
+    A suggestion typed through and shown again (its rest, from a later request) stays
+    this one suggestion, with one label."""
+
+    items: set[str]  # item ids that stand for it: ``c<n>``, and ``u<request id>`` for updates
+    req_ids: set[int]
+    prefix: str  # the document before and after the cursor where it was first shown
+    suffix: str
+    text: str
+    features: Features
+    at: float  # when it was first shown (time.monotonic(), s)
+
+
 class Acceptance:
     """The last ``MAX_SHOWN`` suggestions shown, by item id, and the accept counters."""
 
-    def __init__(self, metrics, gate=None) -> None:
+    def __init__(self, metrics, gate: Gate | None = None) -> None:
         self.metrics = metrics
         self.gate = gate  # the confidence gate (gate.py): told what became of each suggestion
-        # Per document, the last suggestion shown and not labelled yet: ``(item id,
-        # doc_prefix, doc_suffix, text, gate features, request id)``.
-        self._open: dict[str, tuple[str, str, str, str, object, int]] = {}
+        # Per document, the last suggestion shown and not labelled yet.
+        self._open: dict[str, _Open] = {}
         self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str, int]] = OrderedDict()
         # What was taken of each accepted item so far (a word-by-word accept goes on).
         self._taken: OrderedDict[str, str] = OrderedDict()
@@ -44,8 +61,7 @@ class Acceptance:
         self.metrics.count("tokens.shown", tokens.count(text) if text else 0)
         self._count_once(req.id)
         self._remember(item_id, req, text)
-        if req.gate_features is not None:
-            self._open[req.uri] = (item_id, req.doc_prefix, req.doc_suffix, text, req.gate_features, req.id)
+        self._opened(item_id, req, text)
 
     def shown_update(self, item_id: str, req: Request, text: str) -> None:
         """The update item ``item_id`` (``u<request id>.<seq>``, updates.py) carrying
@@ -71,8 +87,25 @@ class Acceptance:
     def shown_by_update(self, req: Request, text: str) -> None:
         """``req`` was answered with nothing and its first text went out as an update
         (items ``u<request id>.<seq>``): the gate's label follows that suggestion."""
-        if req.gate_features is not None and text:
-            self._open[req.uri] = (f"u{req.id}", req.doc_prefix, req.doc_suffix, text, req.gate_features, req.id)
+        self._opened(f"u{req.id}", req, text)
+
+    def _opened(self, item: str, req: Request, text: str) -> None:
+        """``text`` was shown for ``req`` (as item ``item``): the gate's next label is its."""
+        if req.gate_features is None or not text:
+            return
+        rec = self._open.get(req.uri)
+        if rec is not None and req.doc_prefix.startswith(rec.prefix):
+            typed = req.doc_prefix[len(rec.prefix):]
+            rest = rec.text[len(typed):]
+            if typed and rec.text.startswith(typed) and (rest.startswith(text) or text.startswith(rest)):
+                # The same suggestion, typed through and shown again: still one label.
+                rec.items.add(item)
+                rec.req_ids.add(req.id)
+                if len(text) > len(rest):
+                    rec.text = typed + text
+                return
+        self._open[req.uri] = _Open({item}, {req.id}, req.doc_prefix, req.doc_suffix, text, req.gate_features,
+                                    time.monotonic())
 
     def _remember(self, item_id: str, req: Request, text: str) -> None:
         self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
@@ -88,31 +121,46 @@ class Acceptance:
         shown = self._shown.get(item_id)
         req_id = shown[7] if shown is not None else None
         for uri, rec in list(self._open.items()):
-            if rec[0] == item_id or (req_id is not None and rec[5] == req_id) \
-                    or (rec[0].startswith("u") and item_id.startswith(rec[0] + ".")):
+            if item_id in rec.items or req_id in rec.req_ids \
+                    or any(i.startswith("u") and item_id.startswith(i + ".") for i in rec.items):
                 del self._open[uri]
                 if self.gate is not None:
-                    self.gate.outcome(rec[4], accepted)
+                    self.gate.outcome(rec.features, accepted)
 
     def moved_on(self, req: Request) -> None:
         """A new request in ``req.uri``: the suggestion last shown there was typed out by
         hand (its first line: an accept), is still being typed through (no label yet), is
-        asked for again at the same place (no label), or was passed over (a reject)."""
+        asked for again at the same place (no label), was partly typed before the user
+        went on differently (some of it was right: an accept, as the gate's fit counts
+        it), or was passed over without any of it typed (a reject, if it was on screen
+        at least ``gate.seen_ms``; else no label: it was not read). gate.py, "Labels"."""
         rec = self._open.get(req.uri)
         if rec is None:
             return
-        item_id, prefix, suffix, text, _f, _r = rec
+        prefix, suffix, text = rec.prefix, rec.suffix, rec.text
         if req.doc_prefix.startswith(prefix):
             typed = req.doc_prefix[len(prefix):]
             first = _first_line(text)
             if first.strip() and typed.startswith(first):
-                self._label(item_id, True)
+                self._label_open(req.uri, True)
                 return
             if not typed and req.doc_suffix == suffix:
                 return  # the same place again
             if typed and text.startswith(typed):
                 return  # typing through it
-        self._label(item_id, False)
+            if typed[:1] and text.startswith(typed[:1]):
+                self._label_open(req.uri, True)  # its start was typed, then something else
+                return
+        if self.gate is not None and (time.monotonic() - rec.at) * 1000.0 < self.gate.seen_ms:
+            del self._open[req.uri]
+            self.gate.unseen()
+            return
+        self._label_open(req.uri, False)
+
+    def _label_open(self, uri: str, accepted: bool) -> None:
+        rec = self._open.pop(uri)
+        if self.gate is not None:
+            self.gate.outcome(rec.features, accepted)
 
     def accepted(self, item_id: str, chars: int | None) -> tuple[str, str, str, str] | None:
         """Count the accept of ``item_id`` (``chars`` UTF-16 units of it, or all).

@@ -18,9 +18,15 @@ Features of a suggestion (:func:`features`; a few dozen weights in all):
   other OpenAI-compatible servers); a flag says whether it did. On the quality benchmark
   these are what separates: without them the fitted weights hold back almost nothing.
 
-Labels (:class:`Gate.outcome`): an accept is 1; a suggestion that was shown and not
-accepted while the user typed something else or moved away is 0; typing the
-suggestion's first line out by hand counts as an accept. One stochastic-gradient step
+Labels (:class:`Gate.outcome`, given by ``completion/acceptance.py``) mean what the fit's
+label means, "some of it was right" (at least one character the user kept): an accept is
+1, and so is typing the suggestion's first line out by hand, or typing its start and then
+going on differently; a suggestion the user passed over without typing any of it is 0,
+but only if it was on screen at least ``gate_seen_ms`` (400 ms by default): one typed over
+sooner, between two keys, was not read, and teaches nothing (counted as
+``gate.unseen``). Before both rules a typing session taught the gate a reject for nearly
+every suggestion passed over between keys, and within minutes it held back the right
+ones too (docs/benchmarks.md, "Confidence gate"). One stochastic-gradient step
 per label (learning rate ``LEARNING_RATE``, a little L2 pull towards the default
 weights), so a run of rejects of one kind lowers that kind's estimate, which works as a
 higher bar for that kind, and accepts raise it again.
@@ -92,6 +98,11 @@ DEFAULT_WEIGHTS: tuple[float, ...] = (
 )
 #: The default ``gate_threshold`` (``config/settings.py`` takes it from here).
 DEFAULT_THRESHOLD = 0.53
+#: The default ``gate_seen_ms``: the least time on screen (ms) for a passed-over suggestion
+#: to teach a reject. The typing benchmark's typist (``devtools/bench/typist.py``) waits a
+#: median 140 ms between keys and under 300 ms for 95 % of them; a person needs a few
+#: hundred ms to read a line of ghost text at all.
+DEFAULT_SEEN_MS = 400
 #: The largest weight a stored model may hold, either way: the defaults are under 2 and
 #: the L2 pull keeps learned ones near them; a stored one beyond it is a broken file.
 MAX_WEIGHT = 100.0
@@ -281,10 +292,13 @@ class Gate:
     """The gate of one session: decide, learn, remember (module doc)."""
 
     def __init__(self, metrics: Any, *, enabled: bool = True, threshold: float = DEFAULT_THRESHOLD,
-                 load: Load | None = None, save: Save | None = None) -> None:
+                 seen_ms: int = DEFAULT_SEEN_MS, load: Load | None = None, save: Save | None = None) -> None:
         self.metrics = metrics
         self.enabled = enabled
         self.threshold = threshold
+        #: How long (ms) a suggestion must have been on screen for passing it over to count
+        #: as a reject (module doc, "Labels").
+        self.seen_ms = seen_ms
         self.model = GateModel()
         self._load, self._save = load, save
         self._dirty = False
@@ -356,6 +370,10 @@ class Gate:
         self.metrics.count("gate.shown")
         return True
 
+    def unseen(self) -> None:
+        """A suggestion was passed over before it could be read: no label (module doc)."""
+        self.metrics.count("gate.unseen")
+
     def outcome(self, f: Features, accepted: bool) -> None:
         """What the user did with a suggestion that was shown (module doc, "Labels")."""
         self.metrics.count("gate.accepted" if accepted else "gate.rejected")
@@ -375,6 +393,7 @@ class Gate:
             "shown": c.get("gate.shown", 0), "held_back": c.get("gate.held_back", 0),
             "unjudged": c.get("gate.unjudged", 0),
             "accepted": c.get("gate.accepted", 0), "rejected": c.get("gate.rejected", 0),
+            "unseen": c.get("gate.unseen", 0), "seen_ms": self.seen_ms,
             "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
             "recent": list(self.recent),
         }

@@ -75,6 +75,7 @@ class CompletionService:
             spare_connection=self._spare_connection))
         self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
         self.gate = Gate(self.metrics, enabled=settings.gate_enabled, threshold=settings.gate_threshold,
+                         seen_ms=settings.gate_seen_ms,
                          load=(lambda: self.cache.get_state(GATE_STATE)) if self.cache else None,
                          save=(lambda v: self.cache.put_state(GATE_STATE, v)) if self.cache else None)
         self.gate.on_learned = self._persist_gate
@@ -134,6 +135,7 @@ class CompletionService:
         old = self.settings
         self.settings = settings
         self.gate.enabled, self.gate.threshold = settings.gate_enabled, settings.gate_threshold
+        self.gate.seen_ms = settings.gate_seen_ms
         if not backend_changed(old, settings):
             return False
         previous = self.backend

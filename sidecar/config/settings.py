@@ -159,6 +159,10 @@ class Settings:
             "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)")
     gate_threshold: float = setting(
         _gate.DEFAULT_THRESHOLD, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
+    gate_seen_ms: int = setting(
+        _gate.DEFAULT_SEEN_MS, range=(0, 60000),
+        doc="a suggestion passed over teaches the gate a reject only if it was on screen at least this long (ms): "
+            "one typed over sooner was not read (`completion/acceptance.py`)")
     retained_short_s: float = setting(
         30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted")
     retained_long_s: float = setting(

@@ -32,12 +32,14 @@ async def sim():
 THRESHOLD = "0.45"
 
 
-def env_for(tmp_path, sim, gate="true"):
+def env_for(tmp_path, sim, gate="true", seen_ms="0"):
     """An OpenAI-compatible backend (the simulator), which returns token log-probabilities
-    when asked: the gate judges only suggestions that carry them."""
+    when asked: the gate judges only suggestions that carry them. ``seen_ms`` 0: a
+    suggestion passed over at once still counts as read (the default, 400 ms, is tested
+    on its own below)."""
     return sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
                        SIDECAR_API_KEY="sk-gate-123456789", SIDECAR_PREFETCH="false",
-                       SIDECAR_GATE=gate, SIDECAR_GATE_THRESHOLD=THRESHOLD)
+                       SIDECAR_GATE=gate, SIDECAR_GATE_THRESHOLD=THRESHOLD, SIDECAR_GATE_SEEN_MS=seen_ms)
 
 
 async def cmd(client, name, *args):
@@ -138,7 +140,7 @@ async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
     defaults may hold back an unsure blank-line suggestion at once)."""
     env = sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
                       SIDECAR_API_KEY="sk-gate-logprobs-123456", SIDECAR_PREFETCH="false", SIDECAR_CACHE="false",
-                      SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD)
+                      SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD, SIDECAR_GATE_SEEN_MS="0")
     sure, unsure = (lambda _t: -0.05), (lambda _t: -4.0)
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
@@ -162,3 +164,48 @@ async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
     assert gate["held_back"] >= 1 and gate["accepted"] >= 1 and gate["rejected"] >= min(held, 1)
     unsure_seen = [d for d in gate["recent"] if not d["shown"]]
     assert unsure_seen and unsure_seen[-1]["mean_logprob"] == pytest.approx(-4.0)
+
+
+def type_at(client, version, line, col, text):
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(start=types.Position(line=line, character=col),
+                              end=types.Position(line=line, character=col)),
+            text=text)],
+    ))
+
+
+async def test_a_suggestion_typed_over_before_it_could_be_read_teaches_nothing(tmp_path, sim):
+    """With the default ``gate_seen_ms`` (400 ms), moving on at once from a shown
+    suggestion is no reject (``gate.unseen``); moving on after it stood on screen for
+    half a second is one."""
+    env = env_for(tmp_path, sim)
+    del env["SIDECAR_GATE_SEEN_MS"]
+    async with sidecar(env) as client:
+        open_doc(client, URI, TEXT)
+        for i in range(12):
+            r = await ask(client, *BLANKS[i % 2])
+            assert r is not None and r.items, f"held back in round {i}"
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+        assert gate["seen_ms"] == 400
+        assert gate["rejected"] == 0 and gate["updates"] == 0 and gate["unseen"] >= 10, gate
+        await asyncio.sleep(0.6)  # the last one has now been on screen long enough
+        assert await ask(client, *BLANKS[0]) is not None
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert gate["rejected"] == 1 and gate["updates"] == 1, gate
+
+
+async def test_typing_the_start_of_a_suggestion_then_something_else_counts_as_some_of_it_right(tmp_path, sim):
+    """The gate's fit labels a suggestion right when at least one character of it was
+    kept; live, typing its start and then going on differently is labelled the same."""
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT)
+        r = await ask(client, *BLANKS[0])
+        assert r is not None and r.items[0].insert_text == "total = sum(xs)"
+        type_at(client, 2, 1, 4, "to")  # typing through "total"
+        assert await ask(client, 1, 6) is not None
+        type_at(client, 3, 1, 6, "p")  # "top": not what it said
+        await ask(client, 1, 7)
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert gate["accepted"] == 1 and gate["rejected"] == 0, gate
