@@ -29,9 +29,9 @@ with the ``template`` strategy gets its repository format (``<|repo_name|>``,
 ``input_extra``; the ``chat`` strategy gets a short "Other files:" section; every other
 strategy gets a comment block in the current file's language (a ``Path:`` line per
 snippet, then the current file's path) before the prefix. This package never imports
-``prompts/`` (which imports it): ``comment_block``, ``repo_block``, ``input_extra``,
-``chat_section`` and ``by_file`` are still reachable here for old callers, loaded on
-first use (``__getattr__``).
+``prompts/`` (which imports it), and those renderers (``comment_block``, ``repo_block``,
+``input_extra``, ``chat_section``, ``by_file``) are not reachable from here: import them
+from ``sidecar.completion.prompts.snippets``.
 
 See docs/architecture.md ("What the model sees").
 """

@@ -1,5 +1,5 @@
-"""Rule 8, end of the block: a multi-line answer ends before a line that is indented less
-than the cursor line.
+"""A stop rule, end of the block: a multi-line answer ends before a line that is
+indented less than the cursor line.
 
 Rule: the cursor line's indentation is the block the user is writing in. A line of the
 answer with text that is indented less (in units of the document's style: a tab, or its

@@ -1,4 +1,5 @@
-"""Rule 7, the confidence cut: a multi-line suggestion ends where the model grows unsure.
+"""The confidence cut, after the stop rules: a multi-line suggestion ends where the
+model grows unsure.
 
 A small model often gets the first line of a block right and then guesses; the lines it
 guesses are shown anyway and make the whole suggestion wrong to take. Where the backend

@@ -1,4 +1,4 @@
-"""Rule 7, markdown fences: the answer ends before a line that opens or closes a
+"""A stop rule, markdown fences: the answer ends before a line that opens or closes a
 markdown code block.
 
 Rule: a line that starts with three backticks ends the answer (it and what follows are

@@ -1,4 +1,4 @@
-"""Rule 5, indentation: the answer's lines are indented in the document's style.
+"""A text rule, indentation: the answer's lines are indented in the document's style.
 
 Rule: the document's style (tabs, or spaces of some width) is read from the windows
 around the cursor (:func:`detect`). Each line of the answer after the first, and the

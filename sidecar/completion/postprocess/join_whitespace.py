@@ -1,5 +1,5 @@
-"""Rule 2, whitespace at the join: no double space where the suggestion meets the text
-before the cursor, and no space that nobody wrote.
+"""A text rule, whitespace at the join: no double space where the suggestion meets
+the text before the cursor, and no space that nobody wrote.
 
 Rule: when the cursor line has text before the cursor and that text ends with a space or
 a tab, the suggestion's leading spaces and tabs are dropped (the user already typed the

@@ -1,4 +1,5 @@
-"""Rule 1, line policy: how many lines a suggestion has, and where it starts.
+"""The line policy, judged before the stop rules: how many lines a suggestion has,
+and where it starts.
 
 Rule:
 - text after the cursor on its line (``CompletionContext.mid_line``): the first line only,

@@ -1,4 +1,5 @@
-"""Rule 3, repetition: the answer ends before a second copy of one of its own lines.
+"""A stop rule, repetition: the answer ends before a second copy of one of its own
+lines.
 
 Rule: a complete line of the answer that is a copy of an earlier line of the same answer
 ends the answer; the copy and everything after it are dropped, and the stream is told to

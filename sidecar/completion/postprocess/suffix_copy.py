@@ -1,4 +1,5 @@
-"""Rule 6b, the first line is a copy of a line further down: the suggestion is not shown.
+"""A stop rule, the first line is a copy of a line further down: the suggestion is
+not shown.
 
 A small code model often fills a hole with a line it can see a few lines below the cursor
 (in a constructor, the attribute assignment that comes three lines later). That line is

@@ -1,4 +1,4 @@
-"""Rule 6c, suffix overlap: never return text that already follows the cursor.
+"""A text rule, suffix overlap: never return text that already follows the cursor.
 
 Rule: when the rest of the cursor line starts with the whole suggestion, the suggestion
 is empty; otherwise the longest ending of the suggestion's last line that equals a start

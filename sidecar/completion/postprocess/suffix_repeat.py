@@ -1,4 +1,4 @@
-"""Rules 4 and 6a, lines after the cursor: the answer ends before a line that is already
+"""A stop rule, lines after the cursor: the answer ends before a line that is already
 there.
 
 Rule: a complete line of the answer that equals one of the first ``SUFFIX_LINES`` (3)

@@ -1,5 +1,5 @@
-"""Rule 6b, trailing whitespace: no line of a suggestion ends with spaces or tabs, and the
-suggestion ends with its last non-blank line.
+"""A text rule, trailing whitespace: no line of a suggestion ends with spaces or
+tabs, and the suggestion ends with its last non-blank line.
 
 Rule: every line is right-stripped, then the whole text (trailing blank lines go).
 

@@ -13,7 +13,7 @@ Which format a prompt gets (``build.py``, ``infill.py`` choose):
 
 Snippets of one file are joined by a ``...`` line (:func:`by_file`). ``crossfile/``
 counts its budget as these render and keeps the cache key's part (``digest``); it never
-imports this module (``crossfile`` re-exports these names lazily for old callers). See
+imports this module nor offers these names: callers import them from here. See
 docs/architecture.md ("What the model sees").
 """
 
