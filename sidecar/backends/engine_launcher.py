@@ -25,9 +25,10 @@ evaluation of more than one token, as a long prompt on a busy CPU does. They exi
 tests of the demo, doctor, restart policy and deadlines.
 
 Token log-probabilities without ``logits_all`` (:func:`install_logprobs`): the managed
-engine runs with ``logits_all`` off (a n_ctx x vocabulary logits buffer otherwise, DESIGN.md
-§6), and llama-cpp-python then refuses a request's ``logprobs``. The confidence gate
-(``completion/gate.py``) only needs the log-probability of each sampled token, which the
+engine runs with ``logits_all`` off (a n_ctx x vocabulary logits buffer otherwise; what it
+costs is in docs/architecture.md, "Local code models"), and llama-cpp-python then refuses
+a request's ``logprobs``. The confidence gate (``completion/gate.py``) only needs the
+log-probability of each sampled token, which the
 logits of the last decoded position already hold when the token is sampled. So the
 launcher reads that row right after each sample (one log-sum-exp over the vocabulary,
 ~0.5 ms a token on this machine against ~25 ms a token of generation), and puts the values

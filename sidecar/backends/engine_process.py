@@ -117,7 +117,8 @@ class EngineProcess:
             "--n_gpu_layers", str(self.n_gpu_layers),
             # Logits for the last token only: the server's default (True) computes them for
             # every prompt token, a n_ctx x vocabulary buffer (152k tokens for Qwen2.5-Coder):
-            # a cold 1,500-token prompt took ~30 % longer and 3x the memory (DESIGN.md §6).
+            # a cold 1,500-token prompt took ~30 % longer and 3x the memory (docs/architecture.md,
+            # "Local code models").
             "--logits_all", "False",
         ]
         cmd += ["--n_threads", str(self.threads or default_threads())]

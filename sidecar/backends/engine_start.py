@@ -3,9 +3,11 @@ can answer a real prompt, and how a failed start or an exit is described
 (docs/architecture.md, "The embedded engine").
 
 llama-cpp-python's server has no ``/health``, so readiness is a 200 from
-``GET /v1/models`` followed by a warm-up prompt of a few hundred tokens
-(:meth:`~.managed_engine.ManagedEngine.wait_ready`); an engine that dies on a signal or
-during the warm-up counts as a start-up crash (:class:`EngineStartError`, ``crashed``).
+``GET /v1/models`` followed by one warm-up completion
+(:meth:`~.managed_engine.ManagedEngine.wait_ready`): on the prompt of the request waiting
+for the engine when there is one (2 tokens asked for), else on :func:`warmup_prompt`
+(~180 tokens, ``WARMUP_MAX_TOKENS`` asked for). An engine that dies on a signal or during
+the warm-up counts as a start-up crash (:class:`EngineStartError`, ``crashed``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ def describe_exit(returncode: int | None) -> str:
 
 
 def warmup_prompt(functions: int = 2) -> str:
-    """A code prompt of ``functions`` small functions plus a header: about 80 tokens per
-    function with SmolLM2's tokenizer (2: ~170 tokens, the start-up warm-up; 4: ~320,
-    doctor's check).
+    """A code prompt of ``functions`` small functions plus a header: about 75 tokens per
+    function with SmolLM2's tokenizer (2: ~180 tokens, the start-up warm-up; 4: ~330,
+    ``sidecar doctor``'s engine check; cl100k counts 161 and 298).
 
     A one-token warm-up passes on an engine that crashes on every real prompt (the AMX
     path in ggml runs only for batches of more than one token), so the warm-up must be a

