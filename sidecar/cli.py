@@ -155,32 +155,55 @@ def _model(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
+#: What ``sidecar --help`` says. Help text is printed as written, so it is plain text:
+#: no reStructuredText or Markdown markup (``tests/unit/test_cli_help.py``).
+DESCRIPTION = ("The sidecar command: serve runs the LSP server on stdio; demo, config, cache, stats, "
+               "doctor, install-editor and model are tools around it. The simulator and the "
+               "benchmarks are development tools, run from a clone: python -m devtools.simulator, "
+               "python -m devtools.bench.")
+
+
+def _command(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` opens with the line the command list shows."""
+    return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``sidecar`` argument parser. ``install-editor`` and ``doctor`` are listed here
+    but parse their own options (:func:`main` hands them every word after the command)."""
+    parser = argparse.ArgumentParser(prog="sidecar", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("serve", help="run the LSP server on stdio")
+    p = _command(sub, "serve", "run the LSP server on stdio")
     p.add_argument("--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport")
     p.set_defaults(fn=_serve)
+    from .tools.demo.cli import DESCRIPTION as DEMO_DESCRIPTION
     from .tools.demo.cli import add_arguments as demo_arguments
 
-    p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions")
+    p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions",
+                       description=DEMO_DESCRIPTION)
     demo_arguments(p)
     p.set_defaults(fn=_demo)
     sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
     sub.add_parser("doctor", help="check configuration, key, round trip, FIM, TTFT, local engine, GPU and cache (see doctor --help)")
-    p = sub.add_parser("config", help="print the resolved configuration (API key redacted)")
+    p = _command(sub, "config", "print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
-    p = sub.add_parser("stats", help="print the figures of the running sidecars (JSON, as sidecar.stats)")
+    p = _command(sub, "stats", "print the figures of the running sidecars (JSON, as sidecar.stats)")
     p.set_defaults(fn=_stats)
-    p = sub.add_parser("cache", help="show or clear the completion cache file")
-    p.add_argument("action", choices=("stats", "clear"))
+    p = _command(sub, "cache", "show or clear the completion cache file")
+    p.add_argument("action", choices=("stats", "clear"),
+                   help="stats: the file's path, entries and size (JSON); clear: delete every entry")
     p.set_defaults(fn=_cache)
     from .models.cli import add_arguments as model_arguments
 
-    p = sub.add_parser("model", help="list, pull, use, locate or remove local code models (see model --help)")
+    p = _command(sub, "model", "list, pull, use, locate or remove local code models (see model ACTION --help)")
     model_arguments(p)
     p.set_defaults(fn=_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "install-editor":  # its own parser owns every option after the word
         from .tools.install_editor import main as install_editor_main

