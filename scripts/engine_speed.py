@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 
-from sidecar.backends.local_engine import ManagedEngine
+from sidecar.backends.managed_engine import ManagedEngine
 
 PROMPT = "import math\n\n\ndef circle_area(radius: float) -> float:\n    \"\"\"Area of a circle.\"\"\"\n    return "
 

@@ -96,7 +96,7 @@ SNIPPETS: list[dict] = [
 
 def load_model():
     from sidecar.backends.engine_launcher import disable_extra_buffer_types
-    from sidecar.backends.local_engine import SHIPPED_MODEL_NAME, shipped_model_path
+    from sidecar.backends.engine_setup import SHIPPED_MODEL_NAME, shipped_model_path
 
     disable_extra_buffer_types()
     import llama_cpp

@@ -34,7 +34,7 @@ Systems (columns)
     ``fim-client``
         What a plain FIM client (llama.vscode without its ring context) sends, to the same
         engine process as ``naive`` (below): the model family's FIM template
-        (``sidecar.completion.prompts.build.template_for`` of the GGUF file's stem, e.g.
+        (``sidecar.completion.families.template_for`` of the GGUF file's stem, e.g.
         ``qwen2.5-coder-0.5b-instruct``) around the last ``--fim-prefix-chars`` (2000)
         characters before the cursor and the first ``--fim-suffix-chars`` (1000) after
         it, nothing else (no file name, no other files), ``POST /v1/completions`` with
@@ -197,7 +197,7 @@ def fim_template(model: str | None) -> Any:
     stem; None for no model or a family without one (the shipped SmolLM2)."""
     if not model:
         return None
-    from sidecar.completion.prompts.build import template_for
+    from sidecar.completion.families import template_for
 
     return template_for(Path(model).stem)
 

@@ -19,15 +19,13 @@ import time
 from ..models.select import LocalModelChoice
 from ..providers import LOCAL, MANAGED
 from .base import BackendBase, StreamInfo, UpstreamRequest
-from .engine_setup import SHIPPED_MODEL_NAME, shipped_model_path
-from .engine_start import EngineStartError, describe_exit, warmup_prompt
+from .engine_setup import SHIPPED_MODEL_NAME
+from .engine_start import EngineStartError, describe_exit
 from .errors import ENGINE, BackendError
 from .managed_engine import ManagedEngine
 from .openai_compat import OpenAICompatBackend
 
-# ManagedEngine, SHIPPED_MODEL_NAME, shipped_model_path and warmup_prompt are re-exported:
-# tests and scripts import them from this module.
-__all__ = ["LocalEngineBackend", "ManagedEngine", "SHIPPED_MODEL_NAME", "shipped_model_path", "warmup_prompt"]
+__all__ = ["LocalEngineBackend"]
 
 log = logging.getLogger(__name__)
 

@@ -15,17 +15,12 @@ leaves no cloud backend (``Settings.base_url_error``), since the key was meant f
 Secrets (the API keys, secret headers) are kept out of ``repr`` and logs.
 """
 
-from .. import providers as _providers
 from .declare import ConfigError, Spec, setting
 from .doc import settings_table_markdown
 from .load import (BACKEND_FIELDS, ENV_VARS, OPENAI_ENV_VARS, backend_changed, build, config_file_path, from_env,
                    from_file, normalize, refused_base_url, settle)
 from .settings import APP_NAME, Settings
 
-SILICONFLOW_HOSTS = dict(_providers.SILICONFLOW.hosts)
-DEFAULT_SILICONFLOW_MODEL = _providers.SILICONFLOW.default_model
-is_siliconflow_url = _providers.SILICONFLOW.owns_url
-
-__all__ = ["APP_NAME", "BACKEND_FIELDS", "DEFAULT_SILICONFLOW_MODEL", "ENV_VARS", "OPENAI_ENV_VARS",
-           "SILICONFLOW_HOSTS", "ConfigError", "Settings", "Spec", "backend_changed", "build", "config_file_path",
-           "from_env", "from_file", "is_siliconflow_url", "normalize", "refused_base_url", "setting", "settings_table_markdown", "settle"]
+__all__ = ["APP_NAME", "BACKEND_FIELDS", "ENV_VARS", "OPENAI_ENV_VARS", "ConfigError", "Settings", "Spec",
+           "backend_changed", "build", "config_file_path", "from_env", "from_file", "normalize", "refused_base_url",
+           "setting", "settings_table_markdown", "settle"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.completion.prompts.build import template_for
+from sidecar.completion.families import template_for
 
 from conftest import run_module, sidecar_env
 

@@ -18,7 +18,7 @@ from pytest_lsp import ClientServerConfig
 
 from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar, sidecar_env
 from sidecar.completion.cache import CacheKey, CompletionCache
-from sidecar.completion.cache import store as store_mod
+from sidecar.completion.cache.flusher import FLUSH_S
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
@@ -117,7 +117,7 @@ async def test_errors_after_close_or_misuse_are_not_corruption(tmp_path):
     # A misuse error on the live connection: logged, the file is kept.
     await store._on_error(sqlite3.ProgrammingError("Cannot operate on a closed database."), db)
     await store._on_error(ValueError("Connection closed"), db)
-    await asyncio.sleep(store_mod.FLUSH_S * 3)
+    await asyncio.sleep(FLUSH_S * 3)
     assert corrupt_files(tmp_path) == [] and store.enabled and store._db is db
     await cache.close()
     # Even real corruption signs after close do nothing.

@@ -23,7 +23,10 @@ from lsprotocol import types
 from conftest import client_capabilities, inline_params, open_doc, sidecar, sidecar_env
 from sidecar.backends.base import StreamInfo, UpstreamRequest
 from sidecar.backends.errors import BackendError
-from sidecar.backends.local_engine import LocalEngineBackend, ManagedEngine, shipped_model_path, warmup_prompt
+from sidecar.backends.engine_setup import shipped_model_path
+from sidecar.backends.engine_start import warmup_prompt
+from sidecar.backends.local_engine import LocalEngineBackend
+from sidecar.backends.managed_engine import ManagedEngine
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(240)

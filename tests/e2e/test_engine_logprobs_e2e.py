@@ -23,7 +23,7 @@ import pytest
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.backends.local_engine import shipped_model_path
+from sidecar.backends.engine_setup import shipped_model_path
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, sidecar_env
-from sidecar.backends.local_engine import shipped_model_path
+from sidecar.backends.engine_setup import shipped_model_path
 from sidecar.models import speed
 
 

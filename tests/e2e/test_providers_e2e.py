@@ -12,7 +12,7 @@ import json
 import pytest
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar import config
+from sidecar.providers import SILICONFLOW
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
@@ -103,7 +103,7 @@ async def test_siliconflow_provider_named_sends_siliconflows_shape_anywhere(tmp_
     assert r is not None and r.items[0].insert_text == "w * h"
     req = [x for x in sim.requests if x.path.endswith("/completions")][0]
     assert req.body["prompt"] == "def area(w, h):\n    " and req.body["suffix"] == "\n"
-    assert req.body["model"] == config.DEFAULT_SILICONFLOW_MODEL and req.auth_scheme == "Bearer"
+    assert req.body["model"] == SILICONFLOW.default_model and req.auth_scheme == "Bearer"
     assert status and status[-1]["provider"] == "siliconflow"
     assert not [x for x in log_records(tmp_path) if "SIDECAR_PROVIDER=siliconflow" in x["msg"]]
 

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from sidecar.completion.cache.store import SCHEMA_VERSION
+from sidecar.completion.cache.connection import SCHEMA_VERSION
 from support.cache import key, make
 
 pytestmark = pytest.mark.timeout(120)

@@ -223,7 +223,7 @@ def test_vendored_llama_cpp_parses_every_grammar():
     """The engine's own GBNF parser (the llama.cpp inside llama-cpp-python) accepts each
     grammar; a grammar it rejects would take the engine down with it."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    from sidecar.backends.local_engine import shipped_model_path
+    from sidecar.backends.engine_setup import shipped_model_path
 
     llm = llama_cpp.Llama(str(shipped_model_path()), vocab_only=True, verbose=False)
     heals = [t for t, _ in LITERALS] + [h for _p, _w, h in SPLITS if h] + ["' \" \\ ` $ { } ( ) | * + ? . ::= <x> [^a]"]

@@ -11,6 +11,7 @@ from sidecar.completion.context import CompletionContext, NotCompletable, build_
 from sidecar.completion.postprocess import StreamFilter, strip_suffix_overlap
 from sidecar.completion.prompts import build_request, choose_strategy, stop_sequences
 from sidecar.lsp.positions import InvalidPosition, offset_at, units_of
+from sidecar.providers import SILICONFLOW
 
 
 # ------------------------------------------------------------------ positions
@@ -148,7 +149,7 @@ def test_config_validation_messages():
     s = config.build(config.from_env(env))
     assert (s.resolved_provider, s.resolved_model, s.api_key) == ("openai", "default", "sk-secret")
     s = config.build(config.from_env({**env, "SIDECAR_PROVIDER": "siliconflow"}))
-    assert (s.resolved_provider, s.resolved_model) == ("siliconflow", config.DEFAULT_SILICONFLOW_MODEL)
+    assert (s.resolved_provider, s.resolved_model) == ("siliconflow", SILICONFLOW.default_model)
     assert s.resolved_base_url == "http://127.0.0.1:8000/v1"
     assert config.build(config.from_env({**env, "SIDECAR_BASE_URL": "https://api.siliconflow.cn.evil.com/v1"})
                         ).resolved_provider == "openai"

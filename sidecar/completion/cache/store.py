@@ -30,13 +30,12 @@ from pathlib import Path
 
 import aiosqlite
 
-from .connection import SCHEMA_VERSION, _Connection
-from .flusher import FLUSH_S, _Flusher
+from .connection import _Connection
+from .flusher import _Flusher
 from .memory import Entry
 from .recovery import _Recovery
 
-# FLUSH_S and SCHEMA_VERSION are re-exported: tests import them from this module.
-__all__ = ["FLUSH_S", "SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["SqliteStore"]
 
 log = logging.getLogger(__name__)
 

@@ -5,15 +5,12 @@ Ollama ``/api/generate``; ``snippets.py``: other open files' snippets in each fo
 Backends only move these bodies; they never import this package. See
 docs/architecture.md."""
 
-from .build import (
-    SILICONFLOW_NATIVE_FIM,
-    build_request,
-    choose_strategy,
-    stop_sequences,
-    template_for,
-)
+from ..families import template_for
+from .build import build_request, choose_strategy, stop_sequences
 from .infill import infill_request
 from .ollama import generate_request
 
-__all__ = ["SILICONFLOW_NATIVE_FIM", "build_request", "choose_strategy", "generate_request", "infill_request",
-           "stop_sequences", "template_for"]
+# template_for is owned by ``completion/families.py``; it is offered here because
+# ``sidecar doctor``'s FIM check picks the prompt shape through this package.
+__all__ = ["build_request", "choose_strategy", "generate_request", "infill_request", "stop_sequences",
+           "template_for"]

@@ -21,11 +21,10 @@ from ...backends.base import UpstreamRequest
 from ..context import CompletionContext
 from ..healing import HealingPlan
 from . import snippets
-from ..dialects import MAX_STOP_SEQUENCES, SILICONFLOW_NATIVE_FIM, dialect_for
-from ..families import TEMPLATES, FimTemplate, template_for
+from ..dialects import MAX_STOP_SEQUENCES, dialect_for
+from ..families import template_for
 
-__all__ = ["MAX_STOP_SEQUENCES", "SILICONFLOW_NATIVE_FIM", "TEMPLATES", "FimTemplate", "build_request",
-           "choose_strategy", "stop_sequences", "template_for"]
+__all__ = ["build_request", "choose_strategy", "stop_sequences"]
 
 
 

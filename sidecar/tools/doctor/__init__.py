@@ -39,19 +39,6 @@ cli.py :func:`main`.
 
 from __future__ import annotations
 
-from .base import (DEFAULT_TIMEOUT_S, ENGINE_CHECK_S, FAIL, INFO, OK, SKIP, SLOW_TTFT_MS, WARN, Check, _cause,
-                   _host_of, _ms, _redact, _signal_name, _size)
 from .cli import main
-from .core import Doctor
-from .engine import ENGINE_CHECK_FUNCTIONS, ENGINE_CHECK_MAX_TOKENS, SLOW_ENGINE_TTFT_MS
-from .network import SLOW_RTT_MS
-from .probe import _PREFIX, _SUFFIX
-from .render import render_json, render_text
 
-# Every name the single-file doctor.py defined stays importable from here.
-__all__ = [
-    "OK", "WARN", "FAIL", "INFO", "SKIP", "SLOW_TTFT_MS", "SLOW_RTT_MS", "DEFAULT_TIMEOUT_S", "ENGINE_CHECK_S",
-    "ENGINE_CHECK_FUNCTIONS", "ENGINE_CHECK_MAX_TOKENS", "SLOW_ENGINE_TTFT_MS", "_PREFIX", "_SUFFIX",
-    "Check", "_ms", "_host_of", "_cause", "_signal_name", "_size", "Doctor", "render_text", "render_json",
-    "_redact", "main",
-]
+__all__ = ["main"]
