@@ -146,12 +146,12 @@ class Settings:
         64 * 1024 * 1024, range=(1 << 20, 1 << 40), default_doc="64 MiB", doc="size of the file")
     cache_ttl_s: int = setting(86400, range=(1, 10 * 365 * 86400), doc="entries older than this are not served")
     gate_enabled: bool = setting(
-        False, env="SIDECAR_GATE",
+        True, env="SIDECAR_GATE",
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
-            "passed-over suggestions (`completion/gate.py`). It judges suggestions that carry the model's token "
-            "log-probabilities (the managed engine, OpenAI-compatible engines that return them) and shows fresh "
-            "suggestions from backends that send none; fitted on the real-code corpus's tuning half. Off by default: while typing, its learning from "
-            "passed-over suggestions held back half the right ones (docs/benchmarks.md)")
+            "suggestions passed over after they were read (`completion/gate.py`). It judges suggestions that carry "
+            "the model's token log-probabilities (the managed engine, OpenAI-compatible engines that return them) "
+            "and shows fresh suggestions from backends that send none; fitted on the real-code corpus's tuning half "
+            "(docs/benchmarks.md, \"Confidence gate\")")
     confidence_cut_logprob: float = setting(
         0.0, range=(-30.0, 0.0),
         doc="the confidence cut: a multi-line suggestion ends before the first line after its first whose least "

@@ -100,20 +100,28 @@ async def test_rejects_raise_the_bar_accepts_lower_it_and_the_model_persists(tmp
         assert r is not None and r.items[0].insert_text == "total = sum(xs)"
 
 
-@pytest.mark.parametrize("gate", ["false", None])
-async def test_the_setting_turns_it_off_and_off_is_the_default(tmp_path, sim, gate):
-    env = env_for(tmp_path, sim)
-    if gate is None:
-        del env["SIDECAR_GATE"]
-    else:
-        env["SIDECAR_GATE"] = gate
-    async with sidecar(env) as client:
+async def test_the_setting_turns_it_off(tmp_path, sim):
+    async with sidecar(env_for(tmp_path, sim, gate="false")) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):  # rejects are not even counted
             r = await ask(client, *BLANKS[i % 2])
             assert r is not None
         gate = (await cmd(client, "sidecar.stats"))["gate"]
     assert gate["enabled"] is False and gate["held_back"] == 0 and gate["rejected"] == 0
+    bodies = [r.body for r in sim.requests if r.path.endswith("/completions")]
+    assert bodies and not any("logprobs" in b for b in bodies)  # nobody reads them
+
+
+async def test_on_is_the_default(tmp_path, sim):
+    env = env_for(tmp_path, sim)
+    del env["SIDECAR_GATE"]
+    async with sidecar(env) as client:
+        open_doc(client, URI, TEXT)
+        assert await ask(client, *BLANKS[0]) is not None
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert gate["enabled"] is True and gate["shown"] >= 1
+    bodies = [r.body for r in sim.requests if r.path.endswith("/completions")]
+    assert bodies and all(b.get("logprobs") == 1 for b in bodies)
 
 
 async def test_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
