@@ -80,12 +80,19 @@ class InflightStream:
         types through the answer, or accepts it, is answered from. A stream that ended
         while reading its lookahead other than by the model's own end (``max_tokens``,
         the deadline, closed) keeps only the lookahead's complete lines: a line cut by
-        the token limit is not a line the model finished."""
+        the token limit is not a line the model finished. For the same reason a
+        multi-line answer that was itself cut (outcome ``partial``: ``max_tokens`` or the
+        deadline) ends at its last complete line; a cut first line is kept (it is all
+        there is)."""
         r = self.filter.raw_reach()
         if self.done and self.outcome != "complete" and self.filter.done and not self.filter.settled:
             cut = len(self.filter.raw_kept())
             last = r.rfind("\n", cut)
             r = r[: last + 1] if last >= cut else r[:cut]
+        elif self.done and self.outcome == "partial" and not self.filter.done:
+            last = r.rfind("\n")
+            if last > 0 and r[:last].strip():
+                r = r[:last]
         return r
 
     def typed_since_anchor(self, doc_prefix: str, doc_suffix: str) -> str | None:

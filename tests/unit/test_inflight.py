@@ -154,3 +154,31 @@ async def test_a_lookahead_the_model_ended_itself_is_kept():
     s.run(pump)
     await s.task
     assert s.remainder("a + b", _ctx(PRE + "a + b", "    x = a + b")) == "\n    return x"
+
+
+async def test_a_multi_line_answer_cut_by_the_token_limit_ends_at_its_last_complete_line():
+    # max_tokens stopped the model inside the answer's third line: that line is not one
+    # the model finished, so the suggestion is the two lines before it.
+    blank = CompletionContext(prefix="def f(xs):\n    ", suffix="\n", line_prefix="    ", line_suffix="",
+                              language="python", eol="\n")
+
+    async def pump(filt, on_delta):
+        filt.feed("total = 0\n    for x in xs:\n        total += x *")
+        return "partial"
+
+    s = InflightStream("file:///a.py", blank, blank.prefix, "\n", None, 0)
+    s.run(pump)
+    await s.task
+    assert s.ctx.multiline and not s.filter.done
+    assert s.remainder("", blank) == "total = 0\n    for x in xs:"
+
+
+async def test_a_first_line_cut_by_the_token_limit_is_kept():
+    async def pump(filt, on_delta):
+        filt.feed("a + b +")
+        return "partial"
+
+    s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 0)
+    s.run(pump)
+    await s.task
+    assert s.remainder("", _ctx(PRE, "    x = ")) == "a + b +"
