@@ -1,10 +1,24 @@
 """Shown and accepted suggestions: what the editor was given, what the user took, and
 where the next line starts when an accept ends one (for speculative prefetch).
 
-An accept arrives as the ``sidecar.accepted`` command with the item's id and, for a
-partial accept, how many UTF-16 code units of it were taken (LSP positions count UTF-16
-by default). Counters: ``suggestions.shown``, ``tokens.shown``, ``accepted``,
-``accepted_chars``, ``tokens.accepted``, ``accepted_partial``. See docs/architecture.md.
+An accept arrives as the ``sidecar.acceptCompletion`` command with the item's id and, for
+a partial accept (a word or a line), how many UTF-16 code units of it were taken (LSP
+positions count UTF-16 by default). A client that reports what it displayed sends the
+``sidecar/didShowCompletion`` notification with the item's id (docs/editors.md).
+
+One suggestion may reach the editor as several items: its answer, its streamed updates,
+and, after the user typed or took its start, its rest answered again at the new cursor.
+They are one suggestion here (``_Suggestion``): shown once, accepted once, however many
+words and lines were taken from it.
+
+Counters (characters are Python characters, i.e. code points):
+``suggestions.shown`` (answered with text, once per request), ``suggestions.displayed``
+(reported displayed by the client, once per suggestion), ``tokens.shown``, ``accepted``
+(suggestions with any accept, once each), ``accepts.full`` and ``accepts.partial`` (accept
+commands that took the whole item shown, or part of it), ``accepted_chars`` with
+``accepted_chars.full`` and ``accepted_chars.partial``, ``tokens.accepted``,
+``accepted_repeat``, ``accepted_unknown``, ``displayed_unknown``. See docs/architecture.md
+and docs/operations.md.
 """
 
 from __future__ import annotations
@@ -24,6 +38,30 @@ MAX_SHOWN = 256
 
 
 @dataclass
+class _Suggestion:
+    """What one document was last shown, across the items that carried it."""
+
+    id: int
+    prefix: str  # the document before the cursor where it was first shown
+    text: str  # all of it, from there
+
+
+@dataclass
+class _Shown:
+    """One item handed to the editor, for tracing an accept back."""
+
+    uri: str
+    doc_prefix: str
+    doc_suffix: str
+    text: str
+    language: str
+    line_suffix: str
+    eol: str
+    req_id: int
+    suggestion: int  # ``_Suggestion.id``
+
+
+@dataclass
 class _Open:
     """The last suggestion shown in a document and not labelled yet (gate.py, "Labels").
     A suggestion typed through and shown again (its rest, from a later request) stays
@@ -36,6 +74,7 @@ class _Open:
     text: str
     features: Features
     at: float  # when it was first shown (time.monotonic(), s)
+    suggestion: int  # ``_Suggestion.id``
 
 
 class Acceptance:
@@ -46,7 +85,16 @@ class Acceptance:
         self.gate = gate  # the confidence gate (gate.py): told what became of each suggestion
         # Per document, the last suggestion shown and not labelled yet.
         self._open: dict[str, _Open] = {}
-        self._shown: OrderedDict[str, tuple[str, str, str, str, str, str, str, int]] = OrderedDict()
+        self._shown: OrderedDict[str, _Shown] = OrderedDict()
+        # Per document, the suggestion shown there last (items of one suggestion link to it).
+        self._last: dict[str, _Suggestion] = {}
+        self._suggestion_ids = 0
+        # Suggestions already counted as displayed, and as accepted: once each.
+        self._displayed: OrderedDict[int, None] = OrderedDict()
+        self._accepted: OrderedDict[int, None] = OrderedDict()
+        # Suggestions the gate was told about: a rest shown after a partial accept is not
+        # labelled again.
+        self._labelled: OrderedDict[int, None] = OrderedDict()
         # What was taken of each accepted item so far (a word-by-word accept goes on).
         self._taken: OrderedDict[str, str] = OrderedDict()
         # Requests whose suggestion was counted as shown (by its answer or an update): once.
@@ -77,12 +125,7 @@ class Acceptance:
 
     def _count_once(self, req_id: int) -> bool:
         """True the first time ``req_id`` is seen (its suggestion is counted as shown)."""
-        if req_id in self._counted:
-            return False
-        self._counted[req_id] = None
-        while len(self._counted) > MAX_SHOWN:
-            self._counted.popitem(last=False)
-        return True
+        return _once(self._counted, req_id)
 
     def shown_by_update(self, req: Request, text: str) -> None:
         """``req`` was answered with nothing and its first text went out as an update
@@ -92,6 +135,9 @@ class Acceptance:
     def _opened(self, item: str, req: Request, text: str) -> None:
         """``text`` was shown for ``req`` (as item ``item``): the gate's next label is its."""
         if req.gate_features is None or not text:
+            return
+        sid = self._suggestion(req, text)
+        if sid in self._labelled:
             return
         rec = self._open.get(req.uri)
         if rec is not None and req.doc_prefix.startswith(rec.prefix):
@@ -105,25 +151,54 @@ class Acceptance:
                     rec.text = typed + text
                 return
         self._open[req.uri] = _Open({item}, {req.id}, req.doc_prefix, req.doc_suffix, text, req.gate_features,
-                                    time.monotonic())
+                                    time.monotonic(), sid)
 
     def _remember(self, item_id: str, req: Request, text: str) -> None:
-        self._shown[item_id] = (req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language, req.ctx.line_suffix,
-                                req.ctx.eol, req.id)
+        self._shown[item_id] = _Shown(req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language,
+                                      req.ctx.line_suffix, req.ctx.eol, req.id, self._suggestion(req, text))
         self._shown.move_to_end(item_id)
         while len(self._shown) > MAX_SHOWN:
             self._shown.popitem(last=False)
+
+    def _suggestion(self, req: Request, text: str) -> int:
+        """The id of the suggestion ``text`` shown for ``req`` belongs to: the document's
+        last one when ``text`` goes on from it (the same place, or after typing or taking
+        its start), else a new one."""
+        last = self._last.get(req.uri)
+        if last is not None and req.doc_prefix.startswith(last.prefix):
+            typed = req.doc_prefix[len(last.prefix):]
+            rest = last.text[len(typed):]
+            if last.text.startswith(typed) and rest and (rest.startswith(text) or text.startswith(rest)):
+                if len(text) > len(rest):
+                    last.text = typed + text  # a longer rest: the stream grew
+                return last.id
+        self._suggestion_ids += 1
+        self._last[req.uri] = _Suggestion(self._suggestion_ids, req.doc_prefix, text)
+        return self._suggestion_ids
+
+    def displayed(self, item_id: str) -> None:
+        """The editor reports that it displayed ``item_id`` (``sidecar/didShowCompletion``):
+        count its suggestion as displayed, once, however many of its items are reported.
+        An id never handed out, or forgotten (``MAX_SHOWN``), counts only as
+        ``displayed_unknown``."""
+        rec = self._shown.get(item_id)
+        if rec is None:
+            self.metrics.count("displayed_unknown")
+            return
+        if _once(self._displayed, rec.suggestion):
+            self.metrics.count("suggestions.displayed")
 
     def _label(self, item_id: str, accepted: bool) -> None:
         """Tell the gate what became of the open suggestion ``item_id`` (once). Any item
         of the same request stands for its suggestion: the answer's ``c<n>`` and its
         updates' ``u<request id>.<seq>``."""
         shown = self._shown.get(item_id)
-        req_id = shown[7] if shown is not None else None
+        req_id = shown.req_id if shown is not None else None
         for uri, rec in list(self._open.items()):
             if item_id in rec.items or req_id in rec.req_ids \
                     or any(i.startswith("u") and item_id.startswith(i + ".") for i in rec.items):
                 del self._open[uri]
+                _once(self._labelled, rec.suggestion)
                 if self.gate is not None:
                     self.gate.outcome(rec.features, accepted)
 
@@ -153,12 +228,14 @@ class Acceptance:
                 return
         if self.gate is not None and (time.monotonic() - rec.at) * 1000.0 < self.gate.seen_ms:
             del self._open[req.uri]
+            _once(self._labelled, rec.suggestion)
             self.gate.unseen()
             return
         self._label_open(req.uri, False)
 
     def _label_open(self, uri: str, accepted: bool) -> None:
         rec = self._open.pop(uri)
+        _once(self._labelled, rec.suggestion)
         if self.gate is not None:
             self.gate.outcome(rec.features, accepted)
 
@@ -174,34 +251,45 @@ class Acceptance:
         if rec is None:
             self.metrics.count("accepted_unknown")
             return None
-        uri, doc_prefix, doc_suffix, text, language, line_suffix, eol, _req_id = rec
+        text = rec.text
         taken = take_units(text, chars) if chars is not None else text
         before = self._taken.get(item_id)
-        if before is not None:
-            # The same item again: a word-by-word accept goes on (only what it adds
-            # counts), or the client repeated itself (nothing counts twice).
-            if len(taken) <= len(before) or not taken.startswith(before):
-                self.metrics.count("accepted_repeat")
-                return None
-        else:
+        if before is not None and (len(taken) <= len(before) or not taken.startswith(before)):
+            # The same item again, taking nothing more: the client repeated itself.
+            self.metrics.count("accepted_repeat")
+            return None
+        if _once(self._accepted, rec.suggestion):
             self.metrics.count("accepted")
-            self._label(item_id, True)
+        self._label(item_id, True)  # the gate: some of it was right (a partial accept too)
         self._taken[item_id] = taken
         while len(self._taken) > MAX_SHOWN:
             self._taken.popitem(last=False)
+        # A word-by-word accept of one item goes on: only what it adds counts.
         added = taken[len(before or ""):]
+        kind = "full" if taken == text else "partial"
+        self.metrics.count(f"accepts.{kind}")
         self.metrics.count("accepted_chars", len(added))
+        self.metrics.count(f"accepted_chars.{kind}", len(added))
         if added and self.on_taken is not None:
-            self.on_taken(uri, doc_prefix + (before or ""), added, eol)
+            self.on_taken(rec.uri, rec.doc_prefix + (before or ""), added, rec.eol)
         self.metrics.count("tokens.accepted", tokens.count(added) if added else 0)
-        if taken != text:
-            self.metrics.count("accepted_partial")
+        if kind == "partial":
             return None
-        if line_suffix.strip():
+        if rec.line_suffix.strip():
             return None  # text follows on the line: no next line to speculate
-        accepted_prefix = doc_prefix + text
+        accepted_prefix = rec.doc_prefix + text
         last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1:]
-        return uri, accepted_prefix + "\n" + next_line_indent(last_line), doc_suffix, language
+        return rec.uri, accepted_prefix + "\n" + next_line_indent(last_line), rec.doc_suffix, rec.language
+
+
+def _once(seen: OrderedDict[int, None], key: int) -> bool:
+    """True the first time ``key`` is added to ``seen`` (which keeps the last ``MAX_SHOWN``)."""
+    if key in seen:
+        return False
+    seen[key] = None
+    while len(seen) > MAX_SHOWN:
+        seen.popitem(last=False)
+    return True
 
 
 def _first_line(text: str) -> str:

@@ -207,6 +207,10 @@ class CompletionService:
         if nxt is not None:  # it ended a line: speculate the next one (acceptance.py)
             self.scheduler.prefetch.speculate(*nxt, "next_line")
 
+    def displayed(self, item_id: str) -> None:
+        """The editor displayed ``item_id`` (``sidecar/didShowCompletion``, docs/editors.md)."""
+        self.scheduler.acceptance.displayed(item_id)
+
     async def clear_cache(self) -> int:
         """Empty the completion cache (and forget finished streams); entries removed. The
         confidence gate forgets what it learned (its model is kept in the same file)."""

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 CMD_ACCEPT = "sidecar.acceptCompletion"
 #: Notification with the growing suggestion of a request (docs/operations.md "Protocol").
 NOTIFY_UPDATE = "sidecar/inlineCompletionUpdate"
+#: Notification from the editor: it displayed an item (params ``{"id": item id}``,
+#: docs/editors.md "What every editor tells the server").
+NOTIFY_SHOWN = "sidecar/didShowCompletion"
 
 if TYPE_CHECKING:
     from pygls.workspace import Workspace

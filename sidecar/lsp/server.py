@@ -27,7 +27,7 @@ from ..config import ConfigError, Settings, build, config_file_path, normalize, 
 from ..config.load import URL_ERROR
 from ..observability.redact import redact
 from .documents import encoding_name
-from .inline import CMD_ACCEPT, inline_completion, send_update
+from .inline import CMD_ACCEPT, NOTIFY_SHOWN, inline_completion, send_update
 from .positions import offset_at
 from .commands import stats_payload, switch_mode, write_stats_forever
 from .negotiation import client_renders_updates, without_updates_option
@@ -230,6 +230,17 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
                         "(an integer >= 0), got %s; counted as a whole accept", echo(units))
             units = None
         ls.service.accepted(item_id, units)
+
+    @server.feature(NOTIFY_SHOWN)
+    def on_shown(ls: SidecarServer, params: Any) -> None:
+        """``{"id": item id}``: the editor displayed that item (docs/editors.md). A
+        malformed notification is logged and dropped (a notification has no reply)."""
+        item_id = getattr(params, "id", None) if params is not None else None
+        if not isinstance(item_id, str):
+            log.warning("%s: params must be {\"id\": item id}, got %s", NOTIFY_SHOWN, echo(params))
+            return
+        if ls.service is not None:
+            ls.service.displayed(item_id)
 
     @server.command(CMD_STATS)
     async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:

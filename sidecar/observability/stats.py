@@ -17,13 +17,22 @@ async def completion_stats(service: Any) -> dict[str, Any]:
     snap["cache"] = await service.cache.stats() if service.cache else {"enabled": False}
     c = snap["counters"]
     shown = c.get("suggestions.shown", 0)
+    displayed = c.get("suggestions.displayed", 0)
+    # The rate is over what the editor displayed where it reports that, else over answers.
+    basis = displayed if displayed else shown
     snap["acceptance"] = {
-        "shown": shown,
-        "accepted": c.get("accepted", 0),
+        "shown": shown,  # answered with a suggestion (once per request)
+        "displayed": displayed,  # reported displayed by the editor (once per suggestion)
+        "accepted": c.get("accepted", 0),  # suggestions with any accept (once each)
+        "full": c.get("accepts.full", 0),  # accept commands that took all of the item shown
+        "partial": c.get("accepts.partial", 0),  # accept commands that took a part (a word, a line)
         "accepted_chars": c.get("accepted_chars", 0),
+        "full_chars": c.get("accepted_chars.full", 0),
+        "partial_chars": c.get("accepted_chars.partial", 0),
         # Accept commands for an item never shown or long forgotten: not in the rate.
         "unknown": c.get("accepted_unknown", 0),
-        "rate": (c.get("accepted", 0) / shown) if shown else None,
+        "rate": (c.get("accepted", 0) / basis) if basis else None,
+        "rate_of": "displayed" if displayed else "shown",
         # Accepted characters still in the document at each horizon (completion/retention.py).
         "retained": retention.summary(c),
         "following": service.retention.following(),
