@@ -36,8 +36,13 @@ def pct(xs: list[float], q: float) -> float:
 
 def make_key(rng: random.Random, i: int, base: str) -> CacheKey:
     cursor_line = f"    value_{i} = compute_{rng.randrange(10**6)}("
-    return CacheKey("siliconflow:https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-Coder-7B-Instruct", "python",
-                    base + f"# block {i}\n" + cursor_line, "\n" + base[:600])
+    return CacheKey(
+        "siliconflow:https://api.siliconflow.cn/v1",
+        "Qwen/Qwen2.5-Coder-7B-Instruct",
+        "python",
+        base + f"# block {i}\n" + cursor_line,
+        "\n" + base[:600],
+    )
 
 
 async def run(entries: int, samples: int, out: Path) -> dict:
@@ -54,7 +59,7 @@ async def run(entries: int, samples: int, out: Path) -> dict:
     flush_s: list[float] = []
     batch = 0
     t_fill = time.perf_counter()
-    for i, k in enumerate(keys):
+    for k in keys:
         t = time.perf_counter()
         cache.put(k, text, partial=False)
         put_s.append(time.perf_counter() - t)
@@ -68,7 +73,7 @@ async def run(entries: int, samples: int, out: Path) -> dict:
     fill_s = time.perf_counter() - t_fill
 
     # Memory hits: the most recent entries are in the LRU front.
-    recent = keys[-len(cache.memory):]
+    recent = keys[-len(cache.memory) :]
     mem = []
     for k in rng.sample(recent, min(samples, len(recent))):
         t = time.perf_counter()
@@ -122,7 +127,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench-results/cache.json"))
     a = ap.parse_args()
     r = asyncio.run(run(a.entries, a.samples, a.out))
-    print(f"completion cache at {r['entries']:,} entries ({r['file_bytes'] / 1e6:.1f} MB file, filled in {r['fill_s']:.1f} s)")
+    print(
+        f"completion cache at {r['entries']:,} entries ({r['file_bytes'] / 1e6:.1f} MB file, filled in {r['fill_s']:.1f} s)"
+    )
     print(f"{'operation':44} {'p50 ms':>9} {'p99 ms':>9}")
     for name, label in (
         ("memory_hit", "lookup, memory hit"),

@@ -69,8 +69,11 @@ class Soak:
         self.versions[uri] = 1
         self.lines[uri] = "    "
         text = "def work(data):\n    total = 0\n    for item in data:\n        total += item\n    \n    return total\n"
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+            )
+        )
 
     def type_char(self, uri: str, ch: str) -> None:
         col = len(self.lines[uri])
@@ -84,18 +87,23 @@ class Soak:
         else:
             rng = types.Range(start=types.Position(4, col), end=types.Position(4, col))
             self.lines[uri] += ch
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
-            content_changes=[types.TextDocumentContentChangePartial(range=rng, text=ch)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+                content_changes=[types.TextDocumentContentChangePartial(range=rng, text=ch)],
+            )
+        )
 
     async def request(self, uri: str) -> None:
         msg_id = next(self.ids)
         params = types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=types.Position(4, len(self.lines[uri])),
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
-        fut = asyncio.wrap_future(self.client.protocol.send_request(
-            types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id))
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        )
+        fut = asyncio.wrap_future(
+            self.client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+        )
         self.sent += 1
         t0 = time.perf_counter()
         cancel = self.rng.random() < self.args.cancel_rate
@@ -106,7 +114,7 @@ class Soak:
             await asyncio.wait_for(asyncio.shield(fut), self.args.answer_timeout)
             self.answered += 1
             self.latencies.append((time.perf_counter() - t0) * 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.unanswered += 1
         except Exception as exc:  # noqa: BLE001 - classify the error
             code = getattr(exc, "code", None)
@@ -120,8 +128,9 @@ class Soak:
         while done < quota:
             uri = self.rng.choice(docs)
             if self.rng.random() < 0.02:  # close and reopen now and then
-                self.client.text_document_did_close(types.DidCloseTextDocumentParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri)))
+                self.client.text_document_did_close(
+                    types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+                )
                 self.open(uri)
             burst = []
             word = self.rng.choice(WORDS)
@@ -133,11 +142,19 @@ class Soak:
                 await asyncio.sleep(self.rng.uniform(0.005, 0.03))
             if len(self.lines[uri]) > 60:  # keep the line short: select-all of the line and retype
                 self.versions[uri] += 1
-                self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
-                    content_changes=[types.TextDocumentContentChangePartial(
-                        range=types.Range(start=types.Position(4, 4), end=types.Position(4, len(self.lines[uri]))),
-                        text="")]))
+                self.client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+                        content_changes=[
+                            types.TextDocumentContentChangePartial(
+                                range=types.Range(
+                                    start=types.Position(4, 4), end=types.Position(4, len(self.lines[uri]))
+                                ),
+                                text="",
+                            )
+                        ],
+                    )
+                )
                 self.lines[uri] = "    "
             await asyncio.gather(*burst)
 
@@ -147,9 +164,14 @@ async def main_async(args: argparse.Namespace) -> int:
         sim.set_responder(lambda body: "len(data)  # soak")
         state = Path(args.state_dir)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_"))}
-        env.update(SIDECAR_BASE_URL=sim.base_url, SIDECAR_CONFIG=str(state / "config.toml"),
-                   XDG_CACHE_HOME=str(state / "cache"), XDG_STATE_HOME=str(state / "state"),
-                   SIDECAR_LOG_LEVEL="warning", PYTHONPATH=str(ROOT))
+        env.update(
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_CONFIG=str(state / "config.toml"),
+            XDG_CACHE_HOME=str(state / "cache"),
+            XDG_STATE_HOME=str(state / "state"),
+            SIDECAR_LOG_LEVEL="warning",
+            PYTHONPATH=str(ROOT),
+        )
         client = LanguageClient("sidecar-soak", "1")
         for method in ("sidecar/inlineCompletionUpdate", "sidecar/status"):
             client.feature(method)(lambda *_a: None)
@@ -198,22 +220,36 @@ async def main_async(args: argparse.Namespace) -> int:
     post = soak.sent - after_warm
     growth = (rss_end - rss_warm) / (post / 1000) if post else float("nan")
     lat = sorted(soak.latencies)
-    pct = (lambda q: lat[min(len(lat) - 1, int(q * (len(lat) - 1)))] if lat else float("nan"))
+
+    def pct(q: float) -> float:
+        return lat[min(len(lat) - 1, int(q * (len(lat) - 1)))] if lat else float("nan")
+
     result = {
-        "requests": soak.sent, "answered": soak.answered, "cancelled_answered_32800": soak.cancelled_ok,
-        "unanswered": soak.unanswered, "errors": len(soak.errors), "error_samples": soak.errors[:5],
-        "seconds": round(elapsed, 1), "docs": args.docs,
+        "requests": soak.sent,
+        "answered": soak.answered,
+        "cancelled_answered_32800": soak.cancelled_ok,
+        "unanswered": soak.unanswered,
+        "errors": len(soak.errors),
+        "error_samples": soak.errors[:5],
+        "seconds": round(elapsed, 1),
+        "docs": args.docs,
         "rss_mb": {"start": round(rss_start, 1), "after_warmup": round(rss_warm, 1), "end": round(rss_end, 1)},
         "growth_mb_per_1000_after_warmup": round(growth, 3),
         "latency_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1)},
         "samples": [{"requests": n, "rss_mb": round(r, 1)} for n, r in soak.samples],
     }
     rows = [
-        ("requests sent", soak.sent), ("answered (results)", soak.answered),
-        ("answered -32800 (cancelled)", soak.cancelled_ok), ("unanswered", soak.unanswered),
-        ("unexpected errors", len(soak.errors)), ("documents", args.docs), ("duration (s)", f"{elapsed:.0f}"),
-        ("RSS start (MiB)", f"{rss_start:.1f}"), (f"RSS after warm-up, {after_warm} req (MiB)", f"{rss_warm:.1f}"),
-        ("RSS end (MiB)", f"{rss_end:.1f}"), ("growth after warm-up (MiB / 1,000 req)", f"{growth:.3f}"),
+        ("requests sent", soak.sent),
+        ("answered (results)", soak.answered),
+        ("answered -32800 (cancelled)", soak.cancelled_ok),
+        ("unanswered", soak.unanswered),
+        ("unexpected errors", len(soak.errors)),
+        ("documents", args.docs),
+        ("duration (s)", f"{elapsed:.0f}"),
+        ("RSS start (MiB)", f"{rss_start:.1f}"),
+        (f"RSS after warm-up, {after_warm} req (MiB)", f"{rss_warm:.1f}"),
+        ("RSS end (MiB)", f"{rss_end:.1f}"),
+        ("growth after warm-up (MiB / 1,000 req)", f"{growth:.3f}"),
         ("answer latency p50 / p99 (ms)", f"{pct(0.5):.0f} / {pct(0.99):.0f}"),
     ]
     width = max(len(k) for k, _ in rows)

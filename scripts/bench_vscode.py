@@ -39,7 +39,8 @@ SOURCE = "def total(xs):\n    pass\n"
 
 def editors_cache() -> Path:
     cache = os.environ.get("SIDECAR_EDITORS_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors")
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors"
+    )
     return Path(cache) / f"code-server-{CS_VERSION}"
 
 
@@ -88,58 +89,118 @@ def run(a: argparse.Namespace) -> dict:
     procs: list[subprocess.Popen] = []
     try:
         url_file = tmp / "sim-url"
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "devtools.simulator", "--port", "0", "--url-file", str(url_file),
-             "--ttft-ms", str(a.ttft_ms), "--tokens-per-s", str(a.tokens_per_s), "--output", OUTPUT,
-             "--log-level", "WARNING"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "simulator.log", "w"), start_new_session=True,
-            cwd=str(ROOT)))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "devtools.simulator",
+                    "--port",
+                    "0",
+                    "--url-file",
+                    str(url_file),
+                    "--ttft-ms",
+                    str(a.ttft_ms),
+                    "--tokens-per-s",
+                    str(a.tokens_per_s),
+                    "--output",
+                    OUTPUT,
+                    "--log-level",
+                    "WARNING",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=open(tmp / "simulator.log", "w"),
+                start_new_session=True,
+                cwd=str(ROOT),
+            )
+        )
         wait_for(lambda: url_file.exists() and url_file.read_text().strip(), 15, "the simulator starting")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_"))}
         env.update(
-            SILICONFLOW_API_KEY="sk-test-bench-vscode", SIDECAR_BASE_URL=url_file.read_text().strip(),
+            SILICONFLOW_API_KEY="sk-test-bench-vscode",
+            SIDECAR_BASE_URL=url_file.read_text().strip(),
             SIDECAR_PROVIDER="siliconflow",  # the simulator plays SiliconFlow on loopback
-            SIDECAR_CONFIG=str(tmp / "none.toml"), SIDECAR_PREFETCH="false",
-            XDG_CACHE_HOME=str(tmp / "cache"), XDG_STATE_HOME=str(tmp / "state"),
-            XDG_DATA_HOME=str(tmp / "data"), XDG_CONFIG_HOME=str(tmp / "config"), HOME=str(tmp / "home"),
+            SIDECAR_CONFIG=str(tmp / "none.toml"),
+            SIDECAR_PREFETCH="false",
+            XDG_CACHE_HOME=str(tmp / "cache"),
+            XDG_STATE_HOME=str(tmp / "state"),
+            XDG_DATA_HOME=str(tmp / "data"),
+            XDG_CONFIG_HOME=str(tmp / "config"),
+            HOME=str(tmp / "home"),
         )
         (tmp / "home").mkdir()
         data, exts = tmp / "user-data", tmp / "extensions"
         base = ["node", str(entry), "--user-data-dir", str(data), "--extensions-dir", str(exts)]
-        subprocess.run([*base, "--install-extension", str(vsix), "--force"], env=env, check=True,
-                       capture_output=True, timeout=180)
+        subprocess.run(
+            [*base, "--install-extension", str(vsix), "--force"], env=env, check=True, capture_output=True, timeout=180
+        )
         (data / "User").mkdir(parents=True, exist_ok=True)
-        (data / "User" / "settings.json").write_text(json.dumps({
-            "sidecar.serverPath": sys.executable,
-            "sidecar.cacheEnabled": False,  # every pause goes upstream
-            "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
-            "editor.suggestOnTriggerCharacters": False, "editor.wordBasedSuggestions": "off",
-            "editor.autoIndent": "none", "workbench.startupEditor": "none",
-            "security.workspace.trust.enabled": False, "telemetry.telemetryLevel": "off",
-            "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False, "git.enabled": False,
-        }))
+        (data / "User" / "settings.json").write_text(
+            json.dumps(
+                {
+                    "sidecar.serverPath": sys.executable,
+                    "sidecar.cacheEnabled": False,  # every pause goes upstream
+                    "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
+                    "editor.suggestOnTriggerCharacters": False,
+                    "editor.wordBasedSuggestions": "off",
+                    "editor.autoIndent": "none",
+                    "workbench.startupEditor": "none",
+                    "security.workspace.trust.enabled": False,
+                    "telemetry.telemetryLevel": "off",
+                    "extensions.autoCheckUpdates": False,
+                    "extensions.autoUpdate": False,
+                    "git.enabled": False,
+                }
+            )
+        )
         work = tmp / "work"
         work.mkdir()
         (work / "total.py").write_text(SOURCE)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        procs.append(subprocess.Popen(
-            [*base, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
-             "--disable-update-check", "--disable-workspace-trust", str(work)],
-            env=env, cwd=work, stdout=open(tmp / "code-server.log", "w"), stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    *base,
+                    "--auth",
+                    "none",
+                    "--bind-addr",
+                    f"127.0.0.1:{port}",
+                    "--disable-telemetry",
+                    "--disable-update-check",
+                    "--disable-workspace-trust",
+                    str(work),
+                ],
+                env=env,
+                cwd=work,
+                stdout=open(tmp / "code-server.log", "w"),
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         wait_for(lambda: listening(port), 60, "code-server listening")
-        cfg = {"url": f"http://127.0.0.1:{port}/?folder={work}", "playwright": str(home / "driver"),
-               "chromium": "/usr/bin/chromium", "file": "total.py", "path": str(work / "total.py"),
-               "screens": str(a.screens) if a.screens else None, "expect": OUTPUT, "scenario": "bench",
-               "pauses": a.pauses}
+        cfg = {
+            "url": f"http://127.0.0.1:{port}/?folder={work}",
+            "playwright": str(home / "driver"),
+            "chromium": "/usr/bin/chromium",
+            "file": "total.py",
+            "path": str(work / "total.py"),
+            "screens": str(a.screens) if a.screens else None,
+            "expect": OUTPUT,
+            "scenario": "bench",
+            "pauses": a.pauses,
+        }
         (tmp / "drive.json").write_text(json.dumps(cfg))
-        proc = subprocess.run(["node", str(DRIVER), str(tmp / "drive.json")], capture_output=True, text=True,
-                              timeout=60 + a.pauses * 25)
+        proc = subprocess.run(
+            ["node", str(DRIVER), str(tmp / "drive.json")], capture_output=True, text=True, timeout=60 + a.pauses * 25
+        )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if not lines:
-            raise SystemExit(f"bench_vscode: the driver printed no result\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+            raise SystemExit(
+                f"bench_vscode: the driver printed no result\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            )
         result = json.loads(lines[-1])
         if "error" in result:
             raise SystemExit(f"bench_vscode: the driver failed: {result['error']} (logs in {tmp})")
@@ -163,12 +224,19 @@ def main() -> None:
     report: dict = {
         "editor": f"code-server {CS_VERSION} (VS Code 1.100.3), Chromium headless",
         "simulator": {"ttft_ms": a.ttft_ms, "tokens_per_s": a.tokens_per_s, "output_lines": OUTPUT.count("\n") + 1},
-        "pauses": a.pauses, "samples": samples, "wall_s": round(time.monotonic() - t0, 1),
+        "pauses": a.pauses,
+        "samples": samples,
+        "wall_s": round(time.monotonic() - t0, 1),
     }
-    print(f"real VS Code ({report['editor']}), simulated TTFT {a.ttft_ms:.0f} ms, {a.tokens_per_s:.0f} tok/s, "
-          f"{a.pauses} pauses")
+    print(
+        f"real VS Code ({report['editor']}), simulated TTFT {a.ttft_ms:.0f} ms, {a.tokens_per_s:.0f} tok/s, "
+        f"{a.pauses} pauses"
+    )
     print(f"{'keystroke ->':34} {'n':>3} {'p50 ms':>8} {'p90 ms':>8} {'min':>6} {'max':>6}")
-    for key, label in (("first_ms", "first ghost text"), ("complete_ms", f"all {report['simulator']['output_lines']} lines of ghost text")):
+    for key, label in (
+        ("first_ms", "first ghost text"),
+        ("complete_ms", f"all {report['simulator']['output_lines']} lines of ghost text"),
+    ):
         xs = [s[key] for s in samples if s[key] is not None]
         report[key] = {"n": len(xs), "missing": len(samples) - len(xs)}
         if xs:
@@ -179,7 +247,9 @@ def main() -> None:
     blanks = [s.get("blanks", 0) for s in samples]
     report["blanks_per_pause"] = {"p50": pct(blanks, 50), "max": max(blanks)} if blanks else None
     if blanks:
-        print(f"the ghost text vanished and came back while growing: p50 {pct(blanks, 50)}, max {max(blanks)} times a pause")
+        print(
+            f"the ghost text vanished and came back while growing: p50 {pct(blanks, 50)}, max {max(blanks)} times a pause"
+        )
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"JSON: {a.out}")

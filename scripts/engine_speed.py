@@ -24,7 +24,7 @@ import httpx2 as httpx
 
 from sidecar.backends.managed_engine import ManagedEngine
 
-PROMPT = "import math\n\n\ndef circle_area(radius: float) -> float:\n    \"\"\"Area of a circle.\"\"\"\n    return "
+PROMPT = 'import math\n\n\ndef circle_area(radius: float) -> float:\n    """Area of a circle."""\n    return '
 
 
 async def _ttft(client, base_url: str, prompt: str) -> float:
@@ -79,8 +79,15 @@ async def measure(layers: int, model: str | None, runs: int, max_tokens: int, th
                     if n > 1 and last > first:
                         speed.append((n - 1) / (last - first))
             reuse = await prefix_reuse(client, engine.base_url)
-        return {"n_gpu_layers": layers, "threads": threads, "load_s": load_s, "ttft_ms_p50": statistics.median(ttft) if ttft else None,
-                "tokens_per_s": statistics.median(speed) if speed else None, "runs": runs, **reuse}
+        return {
+            "n_gpu_layers": layers,
+            "threads": threads,
+            "load_s": load_s,
+            "ttft_ms_p50": statistics.median(ttft) if ttft else None,
+            "tokens_per_s": statistics.median(speed) if speed else None,
+            "runs": runs,
+            **reuse,
+        }
     finally:
         engine.stop_sync()
 
@@ -91,18 +98,35 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="GGUF path (default: the shipped SmolLM2-135M)")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--threads", type=int, nargs="+", default=[None],
-                    help="CPU threads (default: llama-cpp-python's own choice, half the cores)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[None],
+        help="CPU threads (default: llama-cpp-python's own choice, half the cores)",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench-results/engine_speed.json"))
     a = ap.parse_args()
     import platform
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), platform.processor()) \
-        if Path("/proc/cpuinfo").exists() else platform.processor()
+
+    cpu = (
+        next(
+            (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     amx = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
     print(f"CPU: {cpu}; cores: {__import__('os').cpu_count()}; advertises AMX (amx_tile): {'yes' if amx else 'no'}")
-    rows = [asyncio.run(measure(layers, a.model, a.runs, a.max_tokens, threads))
-            for layers in a.gpu_layers for threads in a.threads]
-    print(f"{'engine':18} {'load s':>7} {'TTFT p50 ms':>12} {'tokens/s':>9} {'~1k-token prompt TTFT: new / shared prefix ms':>48}")
+    rows = [
+        asyncio.run(measure(layers, a.model, a.runs, a.max_tokens, threads))
+        for layers in a.gpu_layers
+        for threads in a.threads
+    ]
+    print(
+        f"{'engine':18} {'load s':>7} {'TTFT p50 ms':>12} {'tokens/s':>9} {'~1k-token prompt TTFT: new / shared prefix ms':>48}"
+    )
     for r in rows:
         label = "CPU" if r["n_gpu_layers"] == 0 else f"GPU ({r['n_gpu_layers']} layers)"
         if r.get("threads"):

@@ -83,8 +83,10 @@ def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]
         for sub in dist.requires or []:
             todo.append((Requirement(sub), set(req.extras)))
     if missing:
-        raise SystemExit("lock_constraints: not installed in this environment (run scripts/setup first): "
-                         + ", ".join(sorted(missing)))
+        raise SystemExit(
+            "lock_constraints: not installed in this environment (run scripts/setup first): "
+            + ", ".join(sorted(missing))
+        )
     return found
 
 
@@ -114,20 +116,25 @@ def main(argv: list[str]) -> int:
         if engine.version != engine_version:
             problems.append(f"installed {ENGINE} {engine.version}, scripts/setup builds {engine_version}")
         if pinned and not all(r.specifier.contains(engine_version) for r in pinned):
-            problems.append(f"pyproject.toml asks for {ENGINE}{pinned[0].specifier}, scripts/setup builds "
-                            f"{engine_version}")
+            problems.append(
+                f"pyproject.toml asks for {ENGINE}{pinned[0].specifier}, scripts/setup builds {engine_version}"
+            )
         if problems:
             raise SystemExit("lock_constraints: " + "; ".join(problems))
 
     lines = [f"{name}=={dists[name].version}" for name in sorted(dists)]
-    text = HEADER.format(engine_version=engine_version, python=".".join(map(str, sys.version_info[:2])),
-                         platform=sys.platform) + "\n".join(lines) + "\n"
+    text = (
+        HEADER.format(
+            engine_version=engine_version, python=".".join(map(str, sys.version_info[:2])), platform=sys.platform
+        )
+        + "\n".join(lines)
+        + "\n"
+    )
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.is_file() else ""
         strip = lambda t: [ln for ln in t.splitlines() if ln and not ln.startswith("#")]  # noqa: E731
         if strip(current) != strip(text):
-            print(f"lock_constraints: {args.out} differs from this environment; rerun without --check",
-                  file=sys.stderr)
+            print(f"lock_constraints: {args.out} differs from this environment; rerun without --check", file=sys.stderr)
             return 1
         print(f"lock_constraints: {args.out} matches this environment ({len(lines)} pins)")
         return 0

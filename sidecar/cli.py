@@ -27,7 +27,7 @@ def _serve(_args: argparse.Namespace) -> int:
         errors.append(str(exc))
         layers.append({})
     layers.append(config.from_env(errors=errors))
-    log_file = (layers[0].get("log_file") or layers[1].get("log_file") or "")
+    log_file = layers[0].get("log_file") or layers[1].get("log_file") or ""
     if log_file.lower() != "off":
         from .observability.logs import add_json_file
 
@@ -157,10 +157,12 @@ def _model(args: argparse.Namespace) -> int:
 
 #: What ``sidecar --help`` says. Help text is printed as written, so it is plain text:
 #: no reStructuredText or Markdown markup (``tests/unit/test_cli_help.py``).
-DESCRIPTION = ("The sidecar command: serve runs the LSP server on stdio; demo, config, cache, stats, "
-               "doctor, install-editor and model are tools around it. The simulator and the "
-               "benchmarks are development tools, run from a clone: python -m devtools.simulator, "
-               "python -m devtools.bench.")
+DESCRIPTION = (
+    "The sidecar command: serve runs the LSP server on stdio; demo, config, cache, stats, "
+    "doctor, install-editor and model are tools around it. The simulator and the "
+    "benchmarks are development tools, run from a clone: python -m devtools.simulator, "
+    "python -m devtools.bench."
+)
 
 
 def _command(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:
@@ -175,24 +177,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = _command(sub, "serve", "run the LSP server on stdio")
-    p.add_argument("--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport")
+    p.add_argument(
+        "--stdio", action="store_true", help="accepted for vscode-languageclient; stdio is the only transport"
+    )
     p.set_defaults(fn=_serve)
     from .tools.demo.cli import DESCRIPTION as DEMO_DESCRIPTION
     from .tools.demo.cli import add_arguments as demo_arguments
 
-    p = sub.add_parser("demo", help="type into a real file through a real LSP client and show suggestions",
-                       description=DEMO_DESCRIPTION)
+    p = sub.add_parser(
+        "demo",
+        help="type into a real file through a real LSP client and show suggestions",
+        description=DEMO_DESCRIPTION,
+    )
     demo_arguments(p)
     p.set_defaults(fn=_demo)
     sub.add_parser("install-editor", help="set up vscode, cursor, neovim, emacs or helix (see install-editor --help)")
-    sub.add_parser("doctor", help="check configuration, key, round trip, FIM, TTFT, local engine, GPU and cache (see doctor --help)")
+    sub.add_parser(
+        "doctor",
+        help="check configuration, key, round trip, FIM, TTFT, local engine, GPU and cache (see doctor --help)",
+    )
     p = _command(sub, "config", "print the resolved configuration (API key redacted)")
     p.set_defaults(fn=_config)
     p = _command(sub, "stats", "print the figures of the running sidecars (JSON, as sidecar.stats)")
     p.set_defaults(fn=_stats)
     p = _command(sub, "cache", "show or clear the completion cache file")
-    p.add_argument("action", choices=("stats", "clear"),
-                   help="stats: the file's path, entries and size (JSON); clear: delete every entry")
+    p.add_argument(
+        "action",
+        choices=("stats", "clear"),
+        help="stats: the file's path, entries and size (JSON); clear: delete every entry",
+    )
     p.set_defaults(fn=_cache)
     from .models.cli import add_arguments as model_arguments
 

@@ -51,8 +51,13 @@ class Metrics:
             out = {}
             for name, dq in series.items():
                 xs = list(dq)
-                out[name] = {"count": len(xs), "p50": percentile(xs, 50), "p90": percentile(xs, 90),
-                             "p99": percentile(xs, 99), "mean": (sum(xs) / len(xs)) if xs else None}
+                out[name] = {
+                    "count": len(xs),
+                    "p50": percentile(xs, 50),
+                    "p90": percentile(xs, 90),
+                    "p99": percentile(xs, 99),
+                    "mean": (sum(xs) / len(xs)) if xs else None,
+                }
             return out
 
         return {"counters": dict(self.counters), "latency_ms": summary(self.series), "sizes": summary(self.sizes)}

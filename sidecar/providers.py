@@ -60,15 +60,19 @@ class Provider:
 
 
 SILICONFLOW = Provider(
-    "siliconflow", "SiliconFlow", api="siliconflow",
+    "siliconflow",
+    "SiliconFlow",
+    api="siliconflow",
     hosts=(("cn", "https://api.siliconflow.cn/v1"), ("com", "https://api.siliconflow.com/v1")),
     domains=("siliconflow.cn", "siliconflow.com"),
     default_model="Qwen/Qwen2.5-Coder-7B-Instruct",
-    needs_key=True, key_env="SILICONFLOW_API_KEY",
+    needs_key=True,
+    key_env="SILICONFLOW_API_KEY",
     key_note="that the key belongs to this host (.cn keys work only with api.siliconflow.cn, .com keys with .com)",
 )
-OPENAI = Provider("openai", "OpenAI-compatible server", api="openai",
-                  key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL")
+OPENAI = Provider(
+    "openai", "OpenAI-compatible server", api="openai", key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL"
+)
 LOCAL = Provider("local", "local engine", cloud=False)
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (SILICONFLOW, OPENAI, LOCAL)}

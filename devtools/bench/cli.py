@@ -24,14 +24,15 @@ import importlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sidecar.tools.demo.runner import language_id
+
 from .replay import BACKENDS, DEFAULT_MODES, MODE_SPECS, RunOptions, run_modes, siliconflow_key
-from .report import (build_timeline, compare, format_table, plot_cdf, plot_timeline, summarize, table_json,
-                     write_json)
+from .report import build_timeline, compare, format_table, plot_cdf, plot_timeline, summarize, table_json, write_json
 from .typist import FilePlan, TypistModel, plan_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
@@ -39,9 +40,11 @@ DEFAULT_FILES = ("job_queue.py", "ttlCache.ts")
 DEFAULT_KEYSTROKES = 350
 DEFAULT_LATENCY = {"ttft_ms": 400.0, "ttft_jitter": 0.3, "tokens_per_s": 50.0}
 DEFAULT_WRONG_RATE = 0.25
-NO_KEY_MESSAGE = ("python -m devtools.bench: --backend siliconflow runs against the real SiliconFlow API and needs "
-                  "SILICONFLOW_API_KEY in the environment, which is not set; refusing to run. "
-                  "Without --backend the bench uses its simulated backend.")
+NO_KEY_MESSAGE = (
+    "python -m devtools.bench: --backend siliconflow runs against the real SiliconFlow API and needs "
+    "SILICONFLOW_API_KEY in the environment, which is not set; refusing to run. "
+    "Without --backend the bench uses its simulated backend."
+)
 
 
 def default_files() -> list[Path]:
@@ -71,8 +74,17 @@ def _real_backend() -> dict[str, Any]:
 
     from sidecar import config
 
-    env = {k: os.environ[k] for k in ("SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_MODEL",
-                                      "SIDECAR_SILICONFLOW_REGION", "SIDECAR_FIM") if os.environ.get(k, "").strip()}
+    env = {
+        k: os.environ[k]
+        for k in (
+            "SILICONFLOW_API_KEY",
+            "SIDECAR_BASE_URL",
+            "SIDECAR_MODEL",
+            "SIDECAR_SILICONFLOW_REGION",
+            "SIDECAR_FIM",
+        )
+        if os.environ.get(k, "").strip()
+    }
     try:
         s = config.build(config.from_env({**env, "SIDECAR_PROVIDER": "siliconflow", "SIDECAR_MODE": "cloud"}))
         return {"base_url": s.resolved_base_url, "model": s.resolved_model, "fim": s.fim}
@@ -88,8 +100,11 @@ def _local_backend() -> dict[str, Any]:
 
     try:
         c = choose(os.environ.get("SIDECAR_LOCAL_MODEL") or None, os.environ.get("SIDECAR_LOCAL_MODEL_PATH") or None)
-        return {"engine": "managed (llama-cpp-python)", "model": str(getattr(c, "name", "") or ""),
-                "path": str(getattr(c, "path", "") or "")}
+        return {
+            "engine": "managed (llama-cpp-python)",
+            "model": str(getattr(c, "name", "") or ""),
+            "path": str(getattr(c, "path", "") or ""),
+        }
     except Exception as exc:  # noqa: BLE001 - described, not fatal: the run reports its own errors
         return {"error": str(exc)}
 
@@ -98,8 +113,7 @@ def _backend_info(backend: str) -> dict[str, Any]:
     return _local_backend() if backend == "local" else _real_backend()
 
 
-def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan],
-                    modes: list[str]) -> dict[str, Any]:
+def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan], modes: list[str]) -> dict[str, Any]:
     sim = opts.backend == "simulated"
     return {
         "modes": {m: asdict(MODE_SPECS[m]) for m in modes},
@@ -114,8 +128,15 @@ def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan]
         "sidecar_settings": opts.settings,
         "typist": asdict(typist),
         "files": [
-            {"path": p.path, "language": p.language, "first_line": p.first_line, "last_line": p.last_line,
-             "keys": len(p.keys), "pauses": p.pause_count, "typing_time_s": round(p.typing_time_s, 2)}
+            {
+                "path": p.path,
+                "language": p.language,
+                "first_line": p.first_line,
+                "last_line": p.last_line,
+                "keys": len(p.keys),
+                "pauses": p.pause_count,
+                "typing_time_s": round(p.typing_time_s, 2),
+            }
             for p in plans
         ],
     }
@@ -172,8 +193,15 @@ async def run_bench(
         plans.append(plan_file(path, text, language_id(path), keystrokes, seed, typist))
     if not 0 <= timeline_file < len(plans):
         raise ValueError(f"timeline file index {timeline_file} is out of range (0-{len(plans) - 1})")
-    opts = RunOptions(seed=seed, wrong_rate=wrong_rate, grace_s=grace_s, warmup_s=warmup_s, cancel=cancel,
-                      settings=dict(settings or {}), backend=backend)
+    opts = RunOptions(
+        seed=seed,
+        wrong_rate=wrong_rate,
+        grace_s=grace_s,
+        warmup_s=warmup_s,
+        cancel=cancel,
+        settings=dict(settings or {}),
+        backend=backend,
+    )
     if latency:
         opts.latency = {**opts.latency, **latency}
     out = Path(out_dir)
@@ -185,8 +213,10 @@ async def run_bench(
     table = format_table(summaries)
     if backend == "simulated":
         lat = opts.latency
-        title = (f"keystroke replay, seed {seed}: TTFT median {lat['ttft_ms']:g} ms "
-                 f"(sigma {lat.get('ttft_jitter', 0):g}), {lat['tokens_per_s']:g} tokens/s")
+        title = (
+            f"keystroke replay, seed {seed}: TTFT median {lat['ttft_ms']:g} ms "
+            f"(sigma {lat.get('ttft_jitter', 0):g}), {lat['tokens_per_s']:g} tokens/s"
+        )
     elif backend == "local":
         title = f"keystroke replay, seed {seed}: local engine, {_local_backend().get('model', '')}"
     else:
@@ -194,15 +224,18 @@ async def run_bench(
         title = f"keystroke replay, seed {seed}: SiliconFlow {real.get('model', '')} at {real.get('base_url', '')}"
     timeline = build_timeline(raws[timeline_mode], timeline_file)
     json_path = out / "bench.json"
-    write_json(json_path, {
-        "setup": _describe_setup(opts, typist, plans, list(modes)),
-        "wall_s": round(wall, 2),
-        "table": table_json(summaries),
-        "table_text": table,
-        "summaries": summaries,
-        "timeline": timeline,
-        "runs": raws,
-    })
+    write_json(
+        json_path,
+        {
+            "setup": _describe_setup(opts, typist, plans, list(modes)),
+            "wall_s": round(wall, 2),
+            "table": table_json(summaries),
+            "table_text": table,
+            "summaries": summaries,
+            "timeline": timeline,
+            "runs": raws,
+        },
+    )
     notes: list[str] = []
     png_path = timeline_path = None
     if plot:
@@ -214,8 +247,9 @@ async def run_bench(
     return BenchResult(summaries, raws, table, json_path, png_path, wall, plans, timeline, timeline_path, notes)
 
 
-def write_plots(out: Path, raws: dict[str, dict[str, Any]], timeline: dict[str, Any] | None,
-                title: str) -> tuple[Path | None, Path | None, str | None]:
+def write_plots(
+    out: Path, raws: dict[str, dict[str, Any]], timeline: dict[str, Any] | None, title: str
+) -> tuple[Path | None, Path | None, str | None]:
     """``latency_cdf.png`` and (when there is a session to draw) ``timeline.png`` in
     ``out``. Without matplotlib: no files, and a note saying so."""
     try:
@@ -278,47 +312,100 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m devtools.bench",
         description="Keystroke-replay benchmark: the sidecar's scheduling with and without speculative\n"
-                    "prefetch against a naive request-per-keystroke baseline, on a simulated\n"
-                    "SiliconFlow-like backend (or, with --backend siliconflow and a key, the real one).\n"
-                    "About 5 minutes with the defaults.",
+        "prefetch against a naive request-per-keystroke baseline, on a simulated\n"
+        "SiliconFlow-like backend (or, with --backend siliconflow and a key, the real one).\n"
+        "About 5 minutes with the defaults.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the typist, the backend and its mistakes (default 0)")
-    p.add_argument("--files", nargs="+", default=None,
-                   help="source files to type (default: fixtures/bench/job_queue.py and ttlCache.ts for the simulated "
-                        "and siliconflow backends; for --backend local, the files of --corpus)")
-    p.add_argument("--corpus", default="report", choices=("report", "tune", "all"),
-                   help="with --backend local and no --files: the half of the real-code corpus to type "
-                        "(devtools/bench/corpus.py; default report, the half published figures come from)")
-    p.add_argument("--keystrokes", type=int, default=DEFAULT_KEYSTROKES,
-                   help=f"keys to type per file (default {DEFAULT_KEYSTROKES})")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help="comma-separated runs, in order, from: sidecar (prefetch on), sidecar-noprefetch "
-                        f"(SIDECAR_PREFETCH=false), naive (default {','.join(DEFAULT_MODES)})")
-    p.add_argument("--backend", choices=BACKENDS, default="simulated",
-                   help="simulated (default); siliconflow: the real API, only with SILICONFLOW_API_KEY set; "
-                        "local: the managed engine with SIDECAR_LOCAL_MODEL (default: the installed code model)")
-    p.add_argument("--ttft-ms", type=float, default=None,
-                   help=f"simulated backend: median time to first token (default {DEFAULT_LATENCY['ttft_ms']:g})")
-    p.add_argument("--ttft-jitter", type=float, default=None,
-                   help=f"simulated backend: log-normal sigma of the TTFT (default {DEFAULT_LATENCY['ttft_jitter']:g})")
-    p.add_argument("--tokens-per-s", type=float, default=None,
-                   help=f"simulated backend: decoding speed (default {DEFAULT_LATENCY['tokens_per_s']:g})")
-    p.add_argument("--wrong-rate", type=float, default=None,
-                   help=f"simulated backend: share of answers that are plausible but wrong (default {DEFAULT_WRONG_RATE:g})")
-    p.add_argument("--cancel", choices=("before", "after", "never"), default="before",
-                   help="in the sidecar runs, send $/cancelRequest for the previous unanswered request "
-                        "before the new request (VS Code's order, the default), just after it, or never; "
-                        "the naive run never cancels")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a sidecar setting for every run, written to its config file "
-                        "(e.g. --set debounce_max_ms=100; prefetch_enabled is set by the mode); repeatable")
-    p.add_argument("--timeline-mode", default=None, metavar="MODE",
-                   help="the run whose session timeline.png shows (default: the first of --modes)")
-    p.add_argument("--timeline-file", type=int, default=1, metavar="N",
-                   help="which file of that run the timeline shows, from 1 (default 1)")
+    p.add_argument(
+        "--files",
+        nargs="+",
+        default=None,
+        help="source files to type (default: fixtures/bench/job_queue.py and ttlCache.ts for the simulated "
+        "and siliconflow backends; for --backend local, the files of --corpus)",
+    )
+    p.add_argument(
+        "--corpus",
+        default="report",
+        choices=("report", "tune", "all"),
+        help="with --backend local and no --files: the half of the real-code corpus to type "
+        "(devtools/bench/corpus.py; default report, the half published figures come from)",
+    )
+    p.add_argument(
+        "--keystrokes",
+        type=int,
+        default=DEFAULT_KEYSTROKES,
+        help=f"keys to type per file (default {DEFAULT_KEYSTROKES})",
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help="comma-separated runs, in order, from: sidecar (prefetch on), sidecar-noprefetch "
+        f"(SIDECAR_PREFETCH=false), naive (default {','.join(DEFAULT_MODES)})",
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="simulated",
+        help="simulated (default); siliconflow: the real API, only with SILICONFLOW_API_KEY set; "
+        "local: the managed engine with SIDECAR_LOCAL_MODEL (default: the installed code model)",
+    )
+    p.add_argument(
+        "--ttft-ms",
+        type=float,
+        default=None,
+        help=f"simulated backend: median time to first token (default {DEFAULT_LATENCY['ttft_ms']:g})",
+    )
+    p.add_argument(
+        "--ttft-jitter",
+        type=float,
+        default=None,
+        help=f"simulated backend: log-normal sigma of the TTFT (default {DEFAULT_LATENCY['ttft_jitter']:g})",
+    )
+    p.add_argument(
+        "--tokens-per-s",
+        type=float,
+        default=None,
+        help=f"simulated backend: decoding speed (default {DEFAULT_LATENCY['tokens_per_s']:g})",
+    )
+    p.add_argument(
+        "--wrong-rate",
+        type=float,
+        default=None,
+        help=f"simulated backend: share of answers that are plausible but wrong (default {DEFAULT_WRONG_RATE:g})",
+    )
+    p.add_argument(
+        "--cancel",
+        choices=("before", "after", "never"),
+        default="before",
+        help="in the sidecar runs, send $/cancelRequest for the previous unanswered request "
+        "before the new request (VS Code's order, the default), just after it, or never; "
+        "the naive run never cancels",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a sidecar setting for every run, written to its config file "
+        "(e.g. --set debounce_max_ms=100; prefetch_enabled is set by the mode); repeatable",
+    )
+    p.add_argument(
+        "--timeline-mode",
+        default=None,
+        metavar="MODE",
+        help="the run whose session timeline.png shows (default: the first of --modes)",
+    )
+    p.add_argument(
+        "--timeline-file",
+        type=int,
+        default=1,
+        metavar="N",
+        help="which file of that run the timeline shows, from 1 (default 1)",
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs (the JSON still has the timeline)")
     return p
 
@@ -345,8 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend != "simulated":
         given = ["--" + k.replace("_", "-") for k in SIM_ONLY if getattr(args, k) is not None]
         if given:
-            print(f"python -m devtools.bench: {', '.join(given)} set(s) the simulated backend and does not apply to "
-                  f"--backend {args.backend}", file=sys.stderr)
+            print(
+                f"python -m devtools.bench: {', '.join(given)} set(s) the simulated backend and does not apply to "
+                f"--backend {args.backend}",
+                file=sys.stderr,
+            )
             return 2
     if args.keystrokes < 1:
         print("--keystrokes must be at least 1", file=sys.stderr)
@@ -375,8 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
     if args.timeline_mode is not None and args.timeline_mode not in modes:
-        print(f"--timeline-mode {args.timeline_mode} is not one of the modes run ({', '.join(modes)})",
-              file=sys.stderr)
+        print(f"--timeline-mode {args.timeline_mode} is not one of the modes run ({', '.join(modes)})", file=sys.stderr)
         return 2
     if not 1 <= args.timeline_file <= len(files):
         print(f"--timeline-file must be between 1 and {len(files)}", file=sys.stderr)
@@ -390,38 +479,60 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend == "siliconflow":
         real = _real_backend()
         naive = "naive" in modes
-        progress(f"running against the real SiliconFlow ({real.get('model')} at {real.get('base_url')}) with "
-                 f"your key: {len(modes)} run(s) of {len(files)} file(s) x ~{args.keystrokes} keys"
-                 + (", the naive run sends up to one request per key" if naive else ""))
+        progress(
+            f"running against the real SiliconFlow ({real.get('model')} at {real.get('base_url')}) with "
+            f"your key: {len(modes)} run(s) of {len(files)} file(s) x ~{args.keystrokes} keys"
+            + (", the naive run sends up to one request per key" if naive else "")
+        )
     try:
-        result = asyncio.run(run_bench(
-            files, keystrokes=args.keystrokes, seed=args.seed, modes=modes, out_dir=args.out,
-            latency=latency, wrong_rate=wrong_rate, cancel=args.cancel, settings=settings,
-            plot=not args.no_plot, progress=progress, backend=args.backend,
-            timeline_mode=args.timeline_mode, timeline_file=args.timeline_file - 1,
-        ))
+        result = asyncio.run(
+            run_bench(
+                files,
+                keystrokes=args.keystrokes,
+                seed=args.seed,
+                modes=modes,
+                out_dir=args.out,
+                latency=latency,
+                wrong_rate=wrong_rate,
+                cancel=args.cancel,
+                settings=settings,
+                plot=not args.no_plot,
+                progress=progress,
+                backend=args.backend,
+                timeline_mode=args.timeline_mode,
+                timeline_file=args.timeline_file - 1,
+            )
+        )
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     if args.backend == "simulated":
-        lat = (f"TTFT median {latency['ttft_ms']:g} ms (sigma {latency['ttft_jitter']:g}), "
-               f"{latency['tokens_per_s']:g} tokens/s")
+        lat = (
+            f"TTFT median {latency['ttft_ms']:g} ms (sigma {latency['ttft_jitter']:g}), "
+            f"{latency['tokens_per_s']:g} tokens/s"
+        )
         where = f"simulated backend {lat}, {100 * wrong_rate:g}% wrong answers"
     elif args.backend == "local":
         where = f"local engine, {_local_backend().get('model')}"
     else:
         real = _real_backend()
         where = f"SiliconFlow {real.get('model')} at {real.get('base_url')}"
-    print(f"keystroke replay: {len(files)} file(s), seed {args.seed}, {where}"
-          + (f", sidecar cancel order: {args.cancel}" if args.cancel != "before" else "")
-          + (f", settings {settings}" if settings else ""))
+    print(
+        f"keystroke replay: {len(files)} file(s), seed {args.seed}, {where}"
+        + (f", sidecar cancel order: {args.cancel}" if args.cancel != "before" else "")
+        + (f", settings {settings}" if settings else "")
+    )
     print(result.table)
     if args.backend != "simulated":
-        print("real backend: upstream requests and aborts are the sidecar's own counters (sidecar.stats); "
-              "rows shown '-' need the simulator's records (or a server token counter)")
+        print(
+            "real backend: upstream requests and aborts are the sidecar's own counters (sidecar.stats); "
+            "rows shown '-' need the simulator's records (or a server token counter)"
+        )
     for mode, s in result.summaries.items():
-        print(f"{mode}: {s['keystrokes']} keystrokes ({s['keys_typed']} typed, {s['accepted']} accepts), "
-              f"typing wall time {s['wall_s']:.1f} s")
+        print(
+            f"{mode}: {s['keystrokes']} keystrokes ({s['keys_typed']} typed, {s['accepted']} accepts), "
+            f"typing wall time {s['wall_s']:.1f} s"
+        )
     print(f"total wall time {result.wall_s:.1f} s")
     errors = {m: r["errors"] for m, r in result.raws.items() if r["errors"]}
     for mode, errs in errors.items():

@@ -47,8 +47,18 @@ REGISTRIES = ("pypi", "npm", "debian")
 HALVES = ("tune", "report")
 #: A listed file larger than this is refused (bytes): the corpus is source code.
 MAX_FILE_BYTES = 2_000_000
-_EXT_LANGUAGE = {".py": "python", ".js": "javascript", ".ts": "typescript", ".c": "c", ".h": "c",
-                 ".go": "go", ".rs": "rust", ".java": "java", ".cpp": "cpp", ".cc": "cpp"}
+_EXT_LANGUAGE = {
+    ".py": "python",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".c": "c",
+    ".h": "c",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+}
 
 
 class CorpusError(Exception):
@@ -98,10 +108,17 @@ def load_manifest(path: Path = MANIFEST) -> list[Package]:
     for i, raw in enumerate(data.get("package", [])):
         where = f"corpus manifest {path}, package {i + 1} ({raw.get('name', '?')})"
         try:
-            pkg = Package(name=str(raw["name"]), registry=str(raw["registry"]), version=str(raw["version"]),
-                          license=str(raw["license"]), language=str(raw["language"]), half=str(raw["half"]),
-                          url=str(raw["url"]), sha256=str(raw["sha256"]).lower(),
-                          files=tuple(str(f) for f in raw["files"]))
+            pkg = Package(
+                name=str(raw["name"]),
+                registry=str(raw["registry"]),
+                version=str(raw["version"]),
+                license=str(raw["license"]),
+                language=str(raw["language"]),
+                half=str(raw["half"]),
+                url=str(raw["url"]),
+                sha256=str(raw["sha256"]).lower(),
+                files=tuple(str(f) for f in raw["files"]),
+            )
         except KeyError as exc:
             raise CorpusError(f"{where}: missing field {exc.args[0]!r}") from None
         if pkg.registry not in REGISTRIES:
@@ -180,8 +197,9 @@ def fetch_archive(pkg: Package, cache: Path, *, timeout_s: float = 120.0) -> Pat
     got = h.hexdigest()
     if got != pkg.sha256:
         part.unlink(missing_ok=True)
-        raise CorpusError(f"{pkg.name} {pkg.version}: {pkg.url} has SHA-256 {got}, the manifest pins {pkg.sha256}; "
-                          "refusing it")
+        raise CorpusError(
+            f"{pkg.name} {pkg.version}: {pkg.url} has SHA-256 {got}, the manifest pins {pkg.sha256}; refusing it"
+        )
     part.replace(dest)
     return dest
 
@@ -254,8 +272,14 @@ def corpus_files(half: str = "report", *, manifest: Path = MANIFEST, cache: Path
         if half != "all" and pkg.half != half:
             continue
         for path in package_files(pkg, cache):
-            out.append(CorpusFile(path=path, package=pkg.name, half=pkg.half,
-                                  language=_EXT_LANGUAGE.get(path.suffix.lower(), pkg.language)))
+            out.append(
+                CorpusFile(
+                    path=path,
+                    package=pkg.name,
+                    half=pkg.half,
+                    language=_EXT_LANGUAGE.get(path.suffix.lower(), pkg.language),
+                )
+            )
     return out
 
 
@@ -272,8 +296,10 @@ def package_of(path: Path | str, cache: Path | None = None) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     from .quality_holes import KINDS, _candidates
 
-    p = argparse.ArgumentParser(prog="python -m devtools.bench corpus",
-                                description="Fetch the real-code corpus (cached) and list its packages and hole counts.")
+    p = argparse.ArgumentParser(
+        prog="python -m devtools.bench corpus",
+        description="Fetch the real-code corpus (cached) and list its packages and hole counts.",
+    )
     p.add_argument("--half", default="all", choices=(*HALVES, "all"), help="which half (default all)")
     args = p.parse_args(argv)
     try:
@@ -297,14 +323,24 @@ def main(argv: list[str] | None = None) -> int:
         half_totals = totals.setdefault(pkg.half, dict.fromkeys(KINDS, 0))
         for k in KINDS:
             half_totals[k] += counts[k]
-        rows.append([pkg.half, pkg.name, pkg.registry, pkg.version, pkg.language, pkg.license, str(len(mine)),
-                     str(lines), *[str(counts[k]) for k in KINDS]])
+        rows.append(
+            [
+                pkg.half,
+                pkg.name,
+                pkg.registry,
+                pkg.version,
+                pkg.language,
+                pkg.license,
+                str(len(mine)),
+                str(lines),
+                *[str(counts[k]) for k in KINDS],
+            ]
+        )
     head = ["half", "package", "registry", "version", "language", "license", "files", "lines", *KINDS]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
     for half, t in totals.items():
-        print(f"{half}: hole positions per kind (one per line and kind): "
-              + ", ".join(f"{k} {t[k]}" for k in KINDS))
+        print(f"{half}: hole positions per kind (one per line and kind): " + ", ".join(f"{k} {t[k]}" for k in KINDS))
     print(f"cache: {cache_dir()}")
     return 0

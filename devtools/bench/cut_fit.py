@@ -35,8 +35,9 @@ from pathlib import Path
 import httpx2 as httpx
 
 from sidecar.completion.context import build_context
-from sidecar.completion.postprocess import StreamFilter
 from sidecar.completion.families import template_for
+from sidecar.completion.postprocess import StreamFilter
+
 from .corpus import CorpusError, corpus_files
 from .quality_holes import MIN_LINE_INDEX, _indent, is_code_line
 
@@ -52,9 +53,12 @@ def block_holes(files: list[tuple[Path, str, str]], n: int, seed: int) -> list[d
         cands = []
         for i in range(MIN_LINE_INDEX, len(lines) - LINES):
             ind = _indent(lines[i])
-            block = lines[i:i + LINES]
-            if ind and lines[i - 1].strip() and all(is_code_line(ln, lang) and _indent(ln).startswith(ind)
-                                                    for ln in block):
+            block = lines[i : i + LINES]
+            if (
+                ind
+                and lines[i - 1].strip()
+                and all(is_code_line(ln, lang) and _indent(ln).startswith(ind) for ln in block)
+            ):
                 cands.append(i)
         random.Random(f"{seed}:block:{path.name}").shuffle(cands)
         queues.append((path, text, lang, cands))
@@ -66,10 +70,18 @@ def block_holes(files: list[tuple[Path, str, str]], n: int, seed: int) -> list[d
             i = cands.pop()
             lines = text.split("\n")
             ind = _indent(lines[i])
-            doc_lines = lines[:i] + [ind] + lines[i + LINES:]
+            doc_lines = lines[:i] + [ind] + lines[i + LINES :]
             offset = sum(len(ln) + 1 for ln in doc_lines[:i]) + len(ind)
-            holes.append({"file": path.name, "language": lang, "line": i, "document": "\n".join(doc_lines),
-                          "offset": offset, "truth": [ln.strip() for ln in lines[i:i + LINES]]})
+            holes.append(
+                {
+                    "file": path.name,
+                    "language": lang,
+                    "line": i,
+                    "document": "\n".join(doc_lines),
+                    "offset": offset,
+                    "truth": [ln.strip() for ln in lines[i : i + LINES]],
+                }
+            )
     holes.sort(key=lambda h: (h["file"], h["offset"]))
     return holes
 
@@ -97,9 +109,13 @@ def replay(hole: dict, tokens: list[tuple[str, float]], cut: float | None) -> st
 
 def summarize(rows: list[tuple[int, int, bool]]) -> dict:
     n = len(rows)
-    return {"holes": n, "multi_line": sum(1 for r in rows if r[0] > 1), "all_right": sum(1 for r in rows if r[2]),
-            "first_right_rest_wrong": sum(1 for r in rows if r[1] >= 1 and r[1] < r[0]),
-            "right_lines_per_hole": round(sum(r[1] for r in rows) / n, 3) if n else 0.0}
+    return {
+        "holes": n,
+        "multi_line": sum(1 for r in rows if r[0] > 1),
+        "all_right": sum(1 for r in rows if r[2]),
+        "first_right_rest_wrong": sum(1 for r in rows if r[1] >= 1 and r[1] < r[0]),
+        "right_lines_per_hole": round(sum(r[1] for r in rows) / n, 3) if n else 0.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,9 +145,27 @@ def main(argv: list[str] | None = None) -> int:
     port = 18000 + random.Random().randrange(2000)
     # SIGTERM ends the run through ``finally`` below, so the engine child goes with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    proc = subprocess.Popen([sys.executable, "-m", "sidecar.backends.engine_launcher", "--model", str(choice.path),
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--logits_all", "False",
-                             "--n_threads", str(default_threads())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sidecar.backends.engine_launcher",
+            "--model",
+            str(choice.path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+            "--logits_all",
+            "False",
+            "--n_threads",
+            str(default_threads()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}/v1"
     records = []
     try:
@@ -144,11 +178,20 @@ def main(argv: list[str] | None = None) -> int:
                     pass
                 time.sleep(0.5)
             for i, h in enumerate(holes):
-                pre, suf = h["document"][:h["offset"]], h["document"][h["offset"]:]
+                pre, suf = h["document"][: h["offset"]], h["document"][h["offset"] :]
                 prompt = template.render(pre[-2000:], suf[:1000]) if template else pre[-2000:]
-                r = client.post(f"{base}/completions", json={
-                    "prompt": prompt, "max_tokens": 64, "temperature": 0, "repeat_penalty": 1.0, "logprobs": 1,
-                    "stop": list(template.stops) if template else [], "stream": False})
+                r = client.post(
+                    f"{base}/completions",
+                    json={
+                        "prompt": prompt,
+                        "max_tokens": 64,
+                        "temperature": 0,
+                        "repeat_penalty": 1.0,
+                        "logprobs": 1,
+                        "stop": list(template.stops) if template else [],
+                        "stream": False,
+                    },
+                )
                 r.raise_for_status()
                 lp = r.json()["choices"][0].get("logprobs") or {}
                 toks = list(zip(lp.get("tokens") or [], lp.get("token_logprobs") or []))
@@ -172,8 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:<8}" + "".join(f"{v[c]:>24}" for c in cols))
     best = max(thresholds, key=lambda t: (table[str(t)]["all_right"], table[str(t)]["right_lines_per_hole"]))
     print(f"best on this half: {best} (most all-right suggestions, then right lines per hole)")
-    Path(a.out).write_text(json.dumps({"half": a.half, "model": choice.name, "table": table, "best": best,
-                                       "records": records}, indent=1), encoding="utf-8")
+    Path(a.out).write_text(
+        json.dumps({"half": a.half, "model": choice.name, "table": table, "best": best, "records": records}, indent=1),
+        encoding="utf-8",
+    )
     return 0
 
 

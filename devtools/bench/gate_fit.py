@@ -41,8 +41,16 @@ from typing import Any
 
 from sidecar.completion import gate
 
-LANG = {".py": "python", ".ts": "typescript", ".js": "javascript", ".c": "c", ".go": "go", ".rs": "rust",
-        ".java": "java", ".cpp": "cpp"}
+LANG = {
+    ".py": "python",
+    ".ts": "typescript",
+    ".js": "javascript",
+    ".c": "c",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".cpp": "cpp",
+}
 
 
 def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
@@ -58,11 +66,22 @@ def examples(run: dict[str, Any], system: str) -> list[dict[str, Any]]:
         if isinstance(d, dict):  # the sidecar's own decision (a run with the gate on)
             f = gate.Features(**{k: d[k] for k in gate.Features.__dataclass_fields__ if k in d})
         else:
-            f = gate.features(first or shown, r["kind"], "stream", LANG.get(Path(file).suffix, "other"),
-                              open_stream=first != (r.get("final") or first))  # more text came after the answer
-        e = {"file": file, "kind": r["kind"], "shown": bool(shown.strip()), "x": f.vector(),
-             "right": r["score"]["accepted_chars"] > 0, "chars": r["score"]["accepted_chars"],
-             "exact": r["score"]["exact"]}
+            f = gate.features(
+                first or shown,
+                r["kind"],
+                "stream",
+                LANG.get(Path(file).suffix, "other"),
+                open_stream=first != (r.get("final") or first),
+            )  # more text came after the answer
+        e = {
+            "file": file,
+            "kind": r["kind"],
+            "shown": bool(shown.strip()),
+            "x": f.vector(),
+            "right": r["score"]["accepted_chars"] > 0,
+            "chars": r["score"]["accepted_chars"],
+            "exact": r["score"]["exact"],
+        }
         if f.mean_logprob is not None:
             # The same suggestion as a backend without log-probabilities (or the cache)
             # would give it: fitted together, the text-only weights stand alone and the
@@ -84,8 +103,9 @@ def bare(exs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 FROZEN = frozenset(i for i, n in enumerate(gate.FEATURE_NAMES) if n.startswith("lang="))
 
 
-def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2,
-        frozen: frozenset[int] = FROZEN) -> list[float]:
+def fit(
+    train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2, frozen: frozenset[int] = FROZEN
+) -> list[float]:
     """Batch gradient descent on the log-loss from zero weights, with an L2 pull
     (``gate.L2``) towards zero (so the fit does not depend on the shipped defaults);
     the weights of ``frozen`` features stay zero."""
@@ -105,17 +125,23 @@ def fit(train: list[dict[str, Any]], epochs: int = 2000, lr: float = 0.2,
 
 def row(exs: list[dict[str, Any]], w: list[float] | None, threshold: float) -> dict[str, Any]:
     """The figures for ``exs`` with the gate off (``w`` None) or on."""
+
     def passes(e):
         if not e["shown"]:
             return False
         if w is None:
             return True
         return 1 / (1 + math.exp(-sum(a * b for a, b in zip(w, e["x"])))) >= threshold
+
     shown = [e for e in exs if passes(e)]
     holes = len(exs)
-    return {"holes": holes, "shown": len(shown), "shown_and_wrong": sum(1 for e in shown if not e["right"]),
-            "exact_among_shown": sum(1 for e in shown if e["exact"]),
-            "accepted_chars_per_hole": round(sum(e["chars"] for e in shown) / holes, 2) if holes else 0.0}
+    return {
+        "holes": holes,
+        "shown": len(shown),
+        "shown_and_wrong": sum(1 for e in shown if not e["right"]),
+        "exact_among_shown": sum(1 for e in shown if e["exact"]),
+        "accepted_chars_per_hole": round(sum(e["chars"] for e in shown) / holes, 2) if holes else 0.0,
+    }
 
 
 def choose_threshold(train: list[dict[str, Any]], w: list[float], max_loss_pct: float) -> float:
@@ -123,8 +149,9 @@ def choose_threshold(train: list[dict[str, Any]], w: list[float], max_loss_pct: 
     best, best_wrong = 0.0, off["shown_and_wrong"]
     for t in [i / 100 for i in range(1, 100)]:
         on = row(train, w, t)
-        if off["accepted_chars_per_hole"] and \
-                on["accepted_chars_per_hole"] < off["accepted_chars_per_hole"] * (1 - max_loss_pct / 100):
+        if off["accepted_chars_per_hole"] and on["accepted_chars_per_hole"] < off["accepted_chars_per_hole"] * (
+            1 - max_loss_pct / 100
+        ):
             continue
         if on["shown_and_wrong"] < best_wrong:
             best, best_wrong = t, on["shown_and_wrong"]
@@ -136,15 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("quality_json", nargs="+", help="quality.json files of runs with the gate off")
     ap.add_argument("--system", default="sidecar")
     ap.add_argument("--test-files", default="lru.go,histogram.rs")
-    ap.add_argument("--test-json", nargs="+", default=None,
-                    help="quality.json files of the held-out side (then every positional run is training)")
+    ap.add_argument(
+        "--test-json",
+        nargs="+",
+        default=None,
+        help="quality.json files of the held-out side (then every positional run is training)",
+    )
     ap.add_argument("--max-chars-loss", type=float, default=5.0)
     ap.add_argument("--out", default="gate_fit.json")
     a = ap.parse_args(argv)
     exs = [e for path in a.quality_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)]
     if a.test_json:
         train = exs
-        test = [e for path in a.test_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)]
+        test = [
+            e for path in a.test_json for e in examples(json.loads(Path(path).read_text(encoding="utf-8")), a.system)
+        ]
         test_files = {e["file"] for e in test}
     else:
         test_files = set(a.test_files.split(","))
@@ -156,13 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     with_lp = any("bare" in e for e in train)
     w = fit(train + [dict(e, x=e["bare"]) for e in train if "bare" in e])
     t = choose_threshold(train, w, a.max_chars_loss)
-    rows = {"train": {"off": row(train, None, t), "on": row(train, w, t)},
-            "test": {"off": row(test, None, t), "on": row(test, w, t)}}
+    rows = {
+        "train": {"off": row(train, None, t), "on": row(train, w, t)},
+        "test": {"off": row(test, None, t), "on": row(test, w, t)},
+    }
     if with_lp:
         rows["train"]["on_no_logprobs"] = row(bare(train), w, t)
         rows["test"]["on_no_logprobs"] = row(bare(test), w, t)
-    print(f"gate fitted on {sorted({e['file'] for e in train})}, threshold {t:.2f}; "
-          f"held-out files {sorted(test_files)}")
+    print(
+        f"gate fitted on {sorted({e['file'] for e in train})}, threshold {t:.2f}; held-out files {sorted(test_files)}"
+    )
     cols = ("holes", "shown", "shown_and_wrong", "exact_among_shown", "accepted_chars_per_hole")
     print(f"{'split/gate':<12}" + "".join(f"{c:>26}" for c in cols))
     for split in ("train", "test"):
@@ -170,14 +206,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{split + '/' + g:<12}" + "".join(f"{rows[split][g][c]:>26}" for c in cols))
     # What mattered: each weight times its feature's spread on the shown training holes.
     xs = [e["x"] for e in train if e["shown"]]
-    spread = [(sum((x[i] - sum(v[i] for v in xs) / len(xs)) ** 2 for x in xs) / len(xs)) ** 0.5
-              for i in range(len(w))]
+    spread = [(sum((x[i] - sum(v[i] for v in xs) / len(xs)) ** 2 for x in xs) / len(xs)) ** 0.5 for i in range(len(w))]
     print("features by |weight| x spread on the training holes:")
     for n, wi, sd in sorted(zip(gate.FEATURE_NAMES, w, spread), key=lambda t: -abs(t[1] * t[2])):
         if wi and sd:
             print(f"  {n:<18} weight {wi:+.2f}  spread {sd:.2f}  effect {abs(wi * sd):.2f}")
-    Path(a.out).write_text(json.dumps({"threshold": t, "weights": dict(zip(gate.FEATURE_NAMES, w)), "rows": rows},
-                                      indent=1), encoding="utf-8")
+    Path(a.out).write_text(
+        json.dumps({"threshold": t, "weights": dict(zip(gate.FEATURE_NAMES, w)), "rows": rows}, indent=1),
+        encoding="utf-8",
+    )
     return 0
 
 

@@ -92,15 +92,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from sidecar.tools.demo.client import end_process, plain
 from sidecar.tools.demo.runner import language_id
+
 from .quality_holes import KINDS, Hole, make_holes
 from .quality_metrics import format_table, is_late, is_stub, not_run_summary, score, summarize
 
@@ -187,8 +189,9 @@ def resolve_model(arg: str) -> str:
         raise ModelError(f"--model {arg}: no such file, and the model catalog failed: {exc}") from None
     installed = store.installed_path(entry)
     if installed is None:
-        raise ModelError(f"--model {arg}: the model {entry.name} is not installed: run `sidecar model pull "
-                         f"{entry.name}`")
+        raise ModelError(
+            f"--model {arg}: the model {entry.name} is not installed: run `sidecar model pull {entry.name}`"
+        )
     return str(installed)
 
 
@@ -213,6 +216,7 @@ def _item_text(item: Any) -> str:
 
 
 # -- LSP client -------------------------------------------------------------------------
+
 
 class QualityClient:
     """One ``sidecar serve`` process and the notifications it sends, for the bench.
@@ -250,14 +254,24 @@ class QualityClient:
         def _configuration(params: types.ConfigurationParams) -> list[Any]:
             return [None for _ in params.items]
 
-        for method in (types.CLIENT_REGISTER_CAPABILITY, types.CLIENT_UNREGISTER_CAPABILITY,
-                       types.WINDOW_WORK_DONE_PROGRESS_CREATE, types.WINDOW_SHOW_MESSAGE_REQUEST):
+        for method in (
+            types.CLIENT_REGISTER_CAPABILITY,
+            types.CLIENT_UNREGISTER_CAPABILITY,
+            types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+            types.WINDOW_SHOW_MESSAGE_REQUEST,
+        ):
+
             @c.feature(method)
             def _none(params: Any) -> None:
                 return None
 
-        for method in (types.WINDOW_LOG_MESSAGE, types.PROGRESS, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
-                       types.TELEMETRY_EVENT):
+        for method in (
+            types.WINDOW_LOG_MESSAGE,
+            types.PROGRESS,
+            types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+            types.TELEMETRY_EVENT,
+        ):
+
             @c.feature(method)
             def _ignore(params: Any) -> None:
                 return None
@@ -280,7 +294,8 @@ class QualityClient:
             experimental={"sidecar": {"inlineCompletionUpdate": True}} if declare_updates else None,
         )
         params = types.InitializeParams(
-            process_id=os.getpid(), capabilities=caps,
+            process_id=os.getpid(),
+            capabilities=caps,
             client_info=types.ClientInfo(name="sidecar-bench-quality", version="1"),
             initialization_options={"inlineCompletionUpdates": True} if declare_updates else None,
         )
@@ -320,15 +335,20 @@ class QualityClient:
         return self._proc is not None and self._proc.returncode is None and not self.client.stopped
 
     def open(self, uri: str, language: str, text: str) -> None:
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+            )
+        )
 
     def close_doc(self, uri: str) -> None:
-        self.client.text_document_did_close(types.DidCloseTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri=uri)))
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
 
-    async def inline(self, uri: str, line: int, character: int,
-                     timeout_s: float = REQUEST_TIMEOUT_S) -> tuple[str | None, float, str | None]:
+    async def inline(
+        self, uri: str, line: int, character: int, timeout_s: float = REQUEST_TIMEOUT_S
+    ) -> tuple[str | None, float, str | None]:
         """One inline completion request: (text of the first item or None when the answer
         has none, milliseconds to the answer, error or None)."""
         params = types.InlineCompletionParams(
@@ -357,7 +377,8 @@ class QualityClient:
     async def stats(self, timeout_s: float = 5.0) -> dict[str, Any] | None:
         try:
             fut = self.client.protocol.send_request_async(
-                types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command="sidecar.stats"))
+                types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command="sidecar.stats")
+            )
             # Never cancel a pygls future: its late response would be logged as an error.
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             out = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
@@ -429,6 +450,7 @@ def _update_text(params: dict[str, Any]) -> str:
 
 # -- runs ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Options:
     """Settings of one benchmark. ``max_tokens`` counts model tokens; ``naive_prefix_chars``
@@ -458,27 +480,39 @@ class ColumnRun:
     wall_s: float = 0.0
 
 
-def sidecar_env(workdir: Path, model: str | None, max_tokens: int,
-                extra: dict[str, Any] | None = None) -> dict[str, str]:
+def sidecar_env(
+    workdir: Path, model: str | None, max_tokens: int, extra: dict[str, Any] | None = None
+) -> dict[str, str]:
     """The server's environment: ours without SIDECAR_*/SILICONFLOW_* variables (the GPU
     layer knob kept), a private config file (written here) and cache/state directories."""
     keep = {"SIDECAR_LOCAL_N_GPU_LAYERS"}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_")) or k in keep}
     workdir.mkdir(parents=True, exist_ok=True)
     settings = {
-        "mode": "local", "provider": "local", "local_engine": "managed",
-        "temperature": 0.0, "max_tokens": max_tokens,
-        "prefetch_enabled": False, "cache_enabled": False, "log_file": "off", "log_level": "warning",
+        "mode": "local",
+        "provider": "local",
+        "local_engine": "managed",
+        "temperature": 0.0,
+        "max_tokens": max_tokens,
+        "prefetch_enabled": False,
+        "cache_enabled": False,
+        "log_file": "off",
+        "log_level": "warning",
     }
     if model:
         settings["local_model_path"] = model
     settings.update(extra or {})
-    (workdir / "config.toml").write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()),
-                                         encoding="utf-8")
+    (workdir / "config.toml").write_text(
+        "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()), encoding="utf-8"
+    )
     parts = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
-    env.update(SIDECAR_CONFIG=str(workdir / "config.toml"), XDG_CACHE_HOME=str(workdir / "cache"),
-               XDG_STATE_HOME=str(workdir / "state"), XDG_CONFIG_HOME=str(workdir / "config"),
-               PYTHONPATH=os.pathsep.join(parts))
+    env.update(
+        SIDECAR_CONFIG=str(workdir / "config.toml"),
+        XDG_CACHE_HOME=str(workdir / "cache"),
+        XDG_STATE_HOME=str(workdir / "state"),
+        XDG_CONFIG_HOME=str(workdir / "config"),
+        PYTHONPATH=os.pathsep.join(parts),
+    )
     return env
 
 
@@ -503,9 +537,14 @@ async def _sidecar_hole(qc: QualityClient, system: str, hole: Hole, n: int) -> d
     qc.close_doc(uri)
     qc.updates.pop(uri, None)
     return {
-        "first": first, "final": final, "latency_ms": round(ms, 1),
+        "first": first,
+        "final": final,
+        "latency_ms": round(ms, 1),
         "final_ms": round(max(ms, (t_final - t0) * 1000), 1) if nupd else round(ms, 1),
-        "updates": nupd, "settled": settled, "error": error, "gate": decision,
+        "updates": nupd,
+        "settled": settled,
+        "error": error,
+        "gate": decision,
     }
 
 
@@ -523,8 +562,9 @@ def _record(hole: Hole, raw: dict[str, Any], shown: str) -> dict[str, Any]:
     return {"hole": hole.id, "kind": hole.kind, **raw, "shown": shown, "score": score(shown, hole)}
 
 
-async def start_sidecar(system: str, model: str | None, opts: Options, workdir: Path,
-                        holes: list[Hole]) -> tuple[QualityClient | None, ColumnRun]:
+async def start_sidecar(
+    system: str, model: str | None, opts: Options, workdir: Path, holes: list[Hole]
+) -> tuple[QualityClient | None, ColumnRun]:
     """Start a sidecar for ``system`` (``sidecar`` declares updates, ``sidecar-noupdates``
     does not), wait for its engine and warm it up. On failure the client is None and the
     run's ``fatal`` says why."""
@@ -540,24 +580,38 @@ async def start_sidecar(system: str, model: str | None, opts: Options, workdir: 
     st = await qc.wait_health(opts.ready_timeout_s)
     if st is None or st.get("health") != "ready":
         why = "; ".join(qc.messages[-3:]) or qc.stderr_tail() or "no status from the server"
-        run.fatal = (f"the local engine did not become ready ({why})" if st is None or st.get("health") == "error"
-                     else f"unexpected status {st}")
+        run.fatal = (
+            f"the local engine did not become ready ({why})"
+            if st is None or st.get("health") == "error"
+            else f"unexpected status {st}"
+        )
         await qc.close()
         return None, run
-    run.engine = {"pid": st.get("enginePid"), "url": st.get("engineUrl"), "model": st.get("model"),
-                  "backend": st.get("backend")}
+    run.engine = {
+        "pid": st.get("enginePid"),
+        "url": st.get("engineUrl"),
+        "model": st.get("model"),
+        "backend": st.get("backend"),
+    }
     await _warm_up(qc, system, holes)
     return qc, run
 
 
-async def run_sidecar_holes(qc: QualityClient, run: ColumnRun, holes: list[Hole],
-                            progress: Callable[[str], None], reference: dict[str, str] | None = None) -> None:
+async def run_sidecar_holes(
+    qc: QualityClient,
+    run: ColumnRun,
+    holes: list[Hole],
+    progress: Callable[[str], None],
+    reference: dict[str, str] | None = None,
+) -> None:
     """Ask ``qc`` at every hole; a ``sidecar-noupdates`` run scores the first answer,
     ``sidecar`` the final text (see the module doc)."""
     t = time.monotonic()
     for n, hole in enumerate(holes):
         if not qc.alive:
-            run.records.append(_record(hole, {"first": "", "final": "", "latency_ms": None, "error": "server died"}, ""))
+            run.records.append(
+                _record(hole, {"first": "", "final": "", "latency_ms": None, "error": "server died"}, "")
+            )
             continue
         raw = await _sidecar_hole(qc, run.system, hole, n)
         shown = raw["final"] if run.system == "sidecar" else raw["first"]
@@ -593,8 +647,12 @@ def naive_cut(raw: str, final: bool) -> str | None:
 
 def naive_body(hole: Hole, opts: Options) -> dict[str, Any]:
     """The ``naive`` system's request body (see the module doc)."""
-    return {"prompt": hole.prefix[-opts.naive_prefix_chars:], "max_tokens": opts.max_tokens,
-            "temperature": 0.0, "stream": True}
+    return {
+        "prompt": hole.prefix[-opts.naive_prefix_chars :],
+        "max_tokens": opts.max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+    }
 
 
 def fim_prompt(hole: Hole, template: Any, prefix_chars: int, suffix_chars: int) -> str:
@@ -605,9 +663,14 @@ def fim_prompt(hole: Hole, template: Any, prefix_chars: int, suffix_chars: int) 
 
 def fim_body(hole: Hole, template: Any, opts: Options) -> dict[str, Any]:
     """The ``fim-client`` system's request body (see the module doc)."""
-    return {"prompt": fim_prompt(hole, template, opts.fim_prefix_chars, opts.fim_suffix_chars),
-            "max_tokens": opts.max_tokens, "temperature": 0.0, "repeat_penalty": 1.0, "stream": True,
-            "stop": list(template.stops)}
+    return {
+        "prompt": fim_prompt(hole, template, opts.fim_prefix_chars, opts.fim_suffix_chars),
+        "max_tokens": opts.max_tokens,
+        "temperature": 0.0,
+        "repeat_penalty": 1.0,
+        "stream": True,
+        "stop": list(template.stops),
+    }
 
 
 async def stream_answer(client: Any, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -623,8 +686,13 @@ async def stream_answer(client: Any, base_url: str, body: dict[str, Any]) -> dic
         async with client.stream("POST", f"{base_url}/completions", json=body) as r:
             if r.status_code != 200:
                 text = (await r.aread()).decode("utf-8", "replace")[:200]
-                return {"first": "", "final": "", "raw": "", "latency_ms": round((time.perf_counter() - t0) * 1000, 1),
-                        "error": f"HTTP {r.status_code}: {text}"}
+                return {
+                    "first": "",
+                    "final": "",
+                    "raw": "",
+                    "latency_ms": round((time.perf_counter() - t0) * 1000, 1),
+                    "error": f"HTTP {r.status_code}: {text}",
+                }
             async for line in r.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -641,13 +709,24 @@ async def stream_answer(client: Any, base_url: str, body: dict[str, Any]) -> dic
                 if answer is not None:
                     break
     except Exception as exc:  # noqa: BLE001 - an engine that died, a refused connection
-        return {"first": "", "final": "", "raw": raw, "latency_ms": round((time.perf_counter() - t0) * 1000, 1),
-                "error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "first": "",
+            "final": "",
+            "raw": raw,
+            "latency_ms": round((time.perf_counter() - t0) * 1000, 1),
+            "error": f"{type(exc).__name__}: {exc}",
+        }
     ms = (time.perf_counter() - t0) * 1000
     if answer is None:
         answer = naive_cut(raw, True) or ""
-    return {"first": answer, "final": answer, "raw": raw, "finish_reason": finish, "latency_ms": round(ms, 1),
-            "error": None}
+    return {
+        "first": answer,
+        "final": answer,
+        "raw": raw,
+        "finish_reason": finish,
+        "latency_ms": round(ms, 1),
+        "error": None,
+    }
 
 
 async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) -> dict[str, Any]:
@@ -655,8 +734,14 @@ async def naive_answer(client: Any, base_url: str, hole: Hole, opts: Options) ->
     return await stream_answer(client, base_url, naive_body(hole, opts))
 
 
-async def run_direct(system: str, engine_url: str | None, model: str | None, holes: list[Hole], opts: Options,
-                     progress: Callable[[str], None]) -> ColumnRun:
+async def run_direct(
+    system: str,
+    engine_url: str | None,
+    model: str | None,
+    holes: list[Hole],
+    opts: Options,
+    progress: Callable[[str], None],
+) -> ColumnRun:
     """The ``naive`` or ``fim-client`` column against the running engine at
     ``engine_url`` (``engineUrl`` of ``sidecar/status``). The caller checks that
     ``fim-client`` has a template."""
@@ -686,8 +771,9 @@ async def run_direct(system: str, engine_url: str | None, model: str | None, hol
     return run
 
 
-async def run_naive(engine_url: str | None, model: str | None, holes: list[Hole], opts: Options,
-                    progress: Callable[[str], None]) -> ColumnRun:
+async def run_naive(
+    engine_url: str | None, model: str | None, holes: list[Hole], opts: Options, progress: Callable[[str], None]
+) -> ColumnRun:
     """The ``naive`` column against the running engine at ``engine_url``."""
     return await run_direct("naive", engine_url, model, holes, opts, progress)
 
@@ -706,8 +792,14 @@ def _not_run(system: str, model: str | None) -> str | None:
     return None
 
 
-async def run_model(systems: list[str], model: str | None, holes: list[Hole], opts: Options, workdir: Path,
-                    progress: Callable[[str], None]) -> dict[str, ColumnRun]:
+async def run_model(
+    systems: list[str],
+    model: str | None,
+    holes: list[Hole],
+    opts: Options,
+    workdir: Path,
+    progress: Callable[[str], None],
+) -> dict[str, ColumnRun]:
     """Every system on one model, one after another, ``sidecar`` first; ``fim-client`` and
     ``naive`` run on the engine of the ``sidecar`` server while that server is idle (or of
     a sidecar started only to host the engine when ``sidecar`` is not among ``systems``).
@@ -751,13 +843,20 @@ async def run_model(systems: list[str], model: str | None, holes: list[Hole], op
     return runs
 
 
-async def _direct_on(direct: list[str], host: QualityClient | None, host_run: ColumnRun | None, model: str | None,
-                     holes: list[Hole], opts: Options, progress: Callable[[str], None]) -> dict[str, ColumnRun]:
+async def _direct_on(
+    direct: list[str],
+    host: QualityClient | None,
+    host_run: ColumnRun | None,
+    model: str | None,
+    holes: list[Hole],
+    opts: Options,
+    progress: Callable[[str], None],
+) -> dict[str, ColumnRun]:
     """The engine systems ``direct`` (in that order) on the engine of ``host``."""
     out: dict[str, ColumnRun] = {}
     for system in direct:
         if host is None or host_run is None or not host.alive:
-            why = (host_run.fatal if host_run is not None and host_run.fatal else "no running sidecar engine to use")
+            why = host_run.fatal if host_run is not None and host_run.fatal else "no running sidecar engine to use"
             out[system] = _failed_run(system, model, holes, why)
             continue
         what = "FIM template prompts" if system == "fim-client" else "prefix-only prompts"
@@ -788,10 +887,18 @@ def column_name(system: str, model: str | None, models: list[str | None]) -> str
     return f"{system}@{label}"
 
 
-async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, systems: list[str],
-                      models: list[str | None], out_dir: Path, opts: Options | None = None,
-                      kinds: tuple[str, ...] = KINDS,
-                      progress: Callable[[str], None] | None = None) -> QualityResult:
+async def run_quality(
+    files: list[Path],
+    *,
+    holes_per_kind: int,
+    seed: int,
+    systems: list[str],
+    models: list[str | None],
+    out_dir: Path,
+    opts: Options | None = None,
+    kinds: tuple[str, ...] = KINDS,
+    progress: Callable[[str], None] | None = None,
+) -> QualityResult:
     """Make the holes, run every system on every model and write ``quality.json`` into
     ``out_dir``. Raises ValueError when no hole could be made."""
     opts = opts or Options()
@@ -800,15 +907,19 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
     texts = [(str(p), p.read_text(encoding="utf-8"), language_id(p)) for p in files]
     holes = make_holes(texts, holes_per_kind, seed, kinds)
     if not holes:
-        raise ValueError(f"no holes could be made from {', '.join(str(f) for f in files)} "
-                         f"(kinds {', '.join(kinds)}): the files have no qualifying code lines")
+        raise ValueError(
+            f"no holes could be made from {', '.join(str(f) for f in files)} "
+            f"(kinds {', '.join(kinds)}): the files have no qualifying code lines"
+        )
     # Asked in document order (file, then cursor offset): every hole's text before the
     # cursor is the file's own, so consecutive prompts share their beginning and the
     # engine reuses its cache for it, as it does while someone edits a file.
     order = {str(p): i for i, (p, _t, _l) in enumerate(texts)}
     holes.sort(key=lambda h: (order[h.file], h.offset, KINDS.index(h.kind)))
-    progress(f"{len(holes)} holes in {len(files)} file(s) "
-             f"({', '.join(f'{k} {sum(h.kind == k for h in holes)}' for k in kinds)})")
+    progress(
+        f"{len(holes)} holes in {len(files)} file(s) "
+        f"({', '.join(f'{k} {sum(h.kind == k for h in holes)}' for k in kinds)})"
+    )
     t0 = time.monotonic()
     load_start = _loadavg()
     runs: dict[str, ColumnRun] = {}
@@ -821,8 +932,9 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
             for system in systems:
                 runs[column_name(system, model, models)] = got[system]
     wall = time.monotonic() - t0
-    summaries = {name: not_run_summary(run.not_run) if run.not_run else summarize(run.records)
-                 for name, run in runs.items()}
+    summaries = {
+        name: not_run_summary(run.not_run) if run.not_run else summarize(run.records) for name, run in runs.items()
+    }
     table = format_table(summaries)
     failures = []
     for name, run in runs.items():
@@ -837,23 +949,46 @@ async def run_quality(files: list[Path], *, holes_per_kind: int, seed: int, syst
     lat = [s["latency_p50_ms"] for s in summaries.values() if s["latency_p50_ms"] is not None]
     payload = {
         "setup": {
-            "files": [str(f) for f in files], "seed": seed, "holes_per_kind": holes_per_kind, "kinds": list(kinds),
-            "systems": systems, "models": models, "max_tokens": opts.max_tokens,
-            "naive_prefix_chars": opts.naive_prefix_chars, "fim_prefix_chars": opts.fim_prefix_chars,
-            "fim_suffix_chars": opts.fim_suffix_chars, "temperature": 0.0,
-            "sidecar_settings": {"prefetch_enabled": False, "cache_enabled": False, "trigger": "Automatic",
-                                 **opts.settings},
-            "cpu_count": os.cpu_count(), "load_avg_start": load_start, "load_avg_end": _loadavg(),
+            "files": [str(f) for f in files],
+            "seed": seed,
+            "holes_per_kind": holes_per_kind,
+            "kinds": list(kinds),
+            "systems": systems,
+            "models": models,
+            "max_tokens": opts.max_tokens,
+            "naive_prefix_chars": opts.naive_prefix_chars,
+            "fim_prefix_chars": opts.fim_prefix_chars,
+            "fim_suffix_chars": opts.fim_suffix_chars,
+            "temperature": 0.0,
+            "sidecar_settings": {
+                "prefetch_enabled": False,
+                "cache_enabled": False,
+                "trigger": "Automatic",
+                **opts.settings,
+            },
+            "cpu_count": os.cpu_count(),
+            "load_avg_start": load_start,
+            "load_avg_end": _loadavg(),
         },
         "wall_s": round(wall, 1),
         "table_text": table,
         "summaries": summaries,
         "failures": failures,
         "median_latency_all_ms": round(statistics.median(lat), 1) if lat else None,
-        "columns": {name: {"system": run.system, "model": run.model, "engine": run.engine, "fatal": run.fatal,
-                           "not_run": run.not_run, "notes": run.notes, "server_messages": run.server_messages,
-                           "wall_s": round(run.wall_s, 1), "records": run.records}
-                    for name, run in runs.items()},
+        "columns": {
+            name: {
+                "system": run.system,
+                "model": run.model,
+                "engine": run.engine,
+                "fatal": run.fatal,
+                "not_run": run.not_run,
+                "notes": run.notes,
+                "server_messages": run.server_messages,
+                "wall_s": round(run.wall_s, 1),
+                "records": run.records,
+            }
+            for name, run in runs.items()
+        },
         "holes": [h.describe() for h in holes],
     }
     json_path.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -921,40 +1056,80 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m devtools.bench quality",
         description="Quality benchmark: seeded holes in real source files, answered by the sidecar\n"
-                    "(with and without update support), by a plain FIM client and by a naive prefix\n"
-                    "prompt on the same local engine. A few minutes with the defaults and the shipped model.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "(with and without update support), by a plain FIM client and by a naive prefix\n"
+        "prompt on the same local engine. A few minutes with the defaults and the shipped model.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--files", nargs="+", default=None,
-                   help="source files to cut holes into (default: the files of --corpus)")
-    p.add_argument("--corpus", default="report", choices=("report", "tune", "all", "smoke"),
-                   help="which files when --files is not given: a half of the real-code corpus "
-                        "(devtools/bench/corpus.py; 'report', the default, is the half published figures come from, "
-                        "'tune' the half tuning decisions are made on) or 'smoke', the five team-written files "
-                        f"of fixtures/quality ({', '.join(DEFAULT_FILES)}), a quick check only")
-    p.add_argument("--holes-per-kind", type=int, default=DEFAULT_HOLES_PER_KIND,
-                   help=f"holes of each kind, spread over the files (default {DEFAULT_HOLES_PER_KIND})")
+    p.add_argument(
+        "--files", nargs="+", default=None, help="source files to cut holes into (default: the files of --corpus)"
+    )
+    p.add_argument(
+        "--corpus",
+        default="report",
+        choices=("report", "tune", "all", "smoke"),
+        help="which files when --files is not given: a half of the real-code corpus "
+        "(devtools/bench/corpus.py; 'report', the default, is the half published figures come from, "
+        "'tune' the half tuning decisions are made on) or 'smoke', the five team-written files "
+        f"of fixtures/quality ({', '.join(DEFAULT_FILES)}), a quick check only",
+    )
+    p.add_argument(
+        "--holes-per-kind",
+        type=int,
+        default=DEFAULT_HOLES_PER_KIND,
+        help=f"holes of each kind, spread over the files (default {DEFAULT_HOLES_PER_KIND})",
+    )
     p.add_argument("--kinds", default=",".join(KINDS), help=f"hole kinds (default {','.join(KINDS)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the hole positions (default 0)")
-    p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"comma-separated columns from {', '.join(SYSTEMS)} (default all)")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                   help=f"max_tokens of every request, model tokens (default {DEFAULT_MAX_TOKENS})")
-    p.add_argument("--naive-prefix-chars", type=int, default=DEFAULT_NAIVE_PREFIX_CHARS,
-                   help=f"characters before the cursor in the naive prompt (default {DEFAULT_NAIVE_PREFIX_CHARS})")
-    p.add_argument("--fim-prefix-chars", type=int, default=DEFAULT_FIM_PREFIX_CHARS,
-                   help=f"characters before the cursor in the fim-client prompt (default {DEFAULT_FIM_PREFIX_CHARS})")
-    p.add_argument("--fim-suffix-chars", type=int, default=DEFAULT_FIM_SUFFIX_CHARS,
-                   help=f"characters after the cursor in the fim-client prompt (default {DEFAULT_FIM_SUFFIX_CHARS})")
-    p.add_argument("--model", action="append", default=[], metavar="PATH|NAME",
-                   help="also run every system with this GGUF file or installed catalog model (the sidecar's "
-                        "local_model_path); repeatable")
-    p.add_argument("--no-default-model", action="store_true",
-                   help="run only the --model models, not the default model (the one the sidecar would load: "
-                        "$SIDECAR_LOCAL_MODEL / $SIDECAR_LOCAL_MODEL_PATH, else auto)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a sidecar setting for both sidecar columns, written to their config file (e.g. "
-                        "--set request_timeout_ms=30000 on a slow machine); repeatable")
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"comma-separated columns from {', '.join(SYSTEMS)} (default all)"
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help=f"max_tokens of every request, model tokens (default {DEFAULT_MAX_TOKENS})",
+    )
+    p.add_argument(
+        "--naive-prefix-chars",
+        type=int,
+        default=DEFAULT_NAIVE_PREFIX_CHARS,
+        help=f"characters before the cursor in the naive prompt (default {DEFAULT_NAIVE_PREFIX_CHARS})",
+    )
+    p.add_argument(
+        "--fim-prefix-chars",
+        type=int,
+        default=DEFAULT_FIM_PREFIX_CHARS,
+        help=f"characters before the cursor in the fim-client prompt (default {DEFAULT_FIM_PREFIX_CHARS})",
+    )
+    p.add_argument(
+        "--fim-suffix-chars",
+        type=int,
+        default=DEFAULT_FIM_SUFFIX_CHARS,
+        help=f"characters after the cursor in the fim-client prompt (default {DEFAULT_FIM_SUFFIX_CHARS})",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="PATH|NAME",
+        help="also run every system with this GGUF file or installed catalog model (the sidecar's "
+        "local_model_path); repeatable",
+    )
+    p.add_argument(
+        "--no-default-model",
+        action="store_true",
+        help="run only the --model models, not the default model (the one the sidecar would load: "
+        "$SIDECAR_LOCAL_MODEL / $SIDECAR_LOCAL_MODEL_PATH, else auto)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a sidecar setting for both sidecar columns, written to their config file (e.g. "
+        "--set request_timeout_ms=30000 on a slow machine); repeatable",
+    )
     p.add_argument("--out", default=None, help="output directory for quality.json (default: a new temporary directory)")
     return p
 
@@ -964,12 +1139,17 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in systems if s not in SYSTEMS]
     if bad or not systems or len(set(systems)) != len(systems):
-        print(f"python -m devtools.bench quality: --systems takes distinct names from {', '.join(SYSTEMS)}, got {args.systems!r}",
-              file=sys.stderr)
+        print(
+            f"python -m devtools.bench quality: --systems takes distinct names from {', '.join(SYSTEMS)}, got {args.systems!r}",
+            file=sys.stderr,
+        )
         return 2
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
-        print(f"python -m devtools.bench quality: --kinds takes names from {', '.join(KINDS)}, got {args.kinds!r}", file=sys.stderr)
+        print(
+            f"python -m devtools.bench quality: --kinds takes names from {', '.join(KINDS)}, got {args.kinds!r}",
+            file=sys.stderr,
+        )
         return 2
     for name in ("holes_per_kind", "max_tokens", "naive_prefix_chars", "fim_prefix_chars"):
         if getattr(args, name) < 1:
@@ -985,8 +1165,11 @@ def main(argv: list[str] | None = None) -> int:
         except ModelError as exc:
             print(f"python -m devtools.bench quality: the default model cannot be used: {exc}", file=sys.stderr)
             return 2
-        print(f"default model (what the sidecar would load): {dm.name}: {dm.path or 'the shipped GGUF was not found'}"
-              + (f" ({dm.note})" if dm.note else ""), flush=True)
+        print(
+            f"default model (what the sidecar would load): {dm.name}: {dm.path or 'the shipped GGUF was not found'}"
+            + (f" ({dm.note})" if dm.note else ""),
+            flush=True,
+        )
         models.append(dm.path)
     for m in args.model:
         try:
@@ -1034,21 +1217,42 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m devtools.bench quality: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sidecar-quality-"))
-    opts = Options(max_tokens=args.max_tokens, naive_prefix_chars=args.naive_prefix_chars,
-                   fim_prefix_chars=args.fim_prefix_chars, fim_suffix_chars=args.fim_suffix_chars, settings=settings)
+    opts = Options(
+        max_tokens=args.max_tokens,
+        naive_prefix_chars=args.naive_prefix_chars,
+        fim_prefix_chars=args.fim_prefix_chars,
+        fim_suffix_chars=args.fim_suffix_chars,
+        settings=settings,
+    )
     try:
-        result = asyncio.run(run_quality(files, holes_per_kind=args.holes_per_kind, seed=args.seed, systems=systems,
-                                         models=models, out_dir=out, opts=opts, kinds=kinds, progress=progress))
+        result = asyncio.run(
+            run_quality(
+                files,
+                holes_per_kind=args.holes_per_kind,
+                seed=args.seed,
+                systems=systems,
+                models=models,
+                out_dir=out,
+                opts=opts,
+                kinds=kinds,
+                progress=progress,
+            )
+        )
     except ValueError as exc:
         print(f"python -m devtools.bench quality: {exc}", file=sys.stderr)
         return 2
     kinds_line = ", ".join(f"{k} {sum(h.kind == k for h in result.holes)}" for k in kinds)
-    print(f"quality benchmark: {len(result.holes)} holes ({kinds_line}) in {len(files)} file(s), seed {args.seed}, "
-          f"max_tokens {args.max_tokens}, temperature 0; models: "
-          + ", ".join(str(m) if m else "shipped (not found)" for m in models))
+    print(
+        f"quality benchmark: {len(result.holes)} holes ({kinds_line}) in {len(files)} file(s), seed {args.seed}, "
+        f"max_tokens {args.max_tokens}, temperature 0; models: "
+        + ", ".join(str(m) if m else "shipped (not found)" for m in models)
+    )
     print(result.table)
     load = _loadavg()
-    print(f"total wall time {result.wall_s:.1f} s" + (f", load average {load[0]:.2f} on {os.cpu_count()} CPUs" if load else ""))
+    print(
+        f"total wall time {result.wall_s:.1f} s"
+        + (f", load average {load[0]:.2f} on {os.cpu_count()} CPUs" if load else "")
+    )
     for f in result.failures:
         print(f"ERROR {f}", file=sys.stderr)
     for name, run in result.runs.items():
@@ -1056,8 +1260,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {note}")
     print(f"wrote {result.json_path}")
     if result.failures:
-        print("python -m devtools.bench quality: the benchmark saw no answer from at least one column; its figures mean nothing",
-              file=sys.stderr)
+        print(
+            "python -m devtools.bench quality: the benchmark saw no answer from at least one column; its figures mean nothing",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

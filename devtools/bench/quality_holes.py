@@ -96,7 +96,7 @@ class Hole:
     @property
     def suffix(self) -> str:
         """The document text after the cursor."""
-        return self.document[self.offset:]
+        return self.document[self.offset :]
 
     def describe(self) -> dict[str, Any]:
         """The hole without its document text (for the JSON report)."""
@@ -136,6 +136,7 @@ def closer_run(line: str) -> str:
 
 
 # -- candidates of each kind: (line index, column) ------------------------------------
+
 
 def mid_word_columns(line: str) -> list[int]:
     """Cursor columns inside identifiers of 4+ characters, 2+ before and 1+ after."""
@@ -192,33 +193,41 @@ def make_hole(kind: str, path: str, text: str, language: str, line: int, column:
     body = cur.rstrip()
     if kind == "mid_word":
         middle = body[column:]
-        new_lines = lines[:line] + [cur[:column]] + lines[line + 1:]
+        new_lines = lines[:line] + [cur[:column]] + lines[line + 1 :]
     elif kind == "mid_line":
         run = closer_run(body)
-        middle = body[column: len(body) - len(run)]
-        new_lines = lines[:line] + [cur[:column] + cur[len(body) - len(run):]] + lines[line + 1:]
+        middle = body[column : len(body) - len(run)]
+        new_lines = lines[:line] + [cur[:column] + cur[len(body) - len(run) :]] + lines[line + 1 :]
     elif kind == "end_of_line":
         nxt = lines[line + 1].rstrip("\r").rstrip()
         middle = "\n" + nxt
-        new_lines = lines[:line] + [cur[: len(body)]] + lines[line + 2:]
+        new_lines = lines[:line] + [cur[: len(body)]] + lines[line + 2 :]
     else:  # blank_line
         ind = _indent(body)
-        middle = body[len(ind):]
-        new_lines = lines[:line] + [ind] + lines[line + 1:]
+        middle = body[len(ind) :]
+        new_lines = lines[:line] + [ind] + lines[line + 1 :]
     document = "\n".join(new_lines)
     offset = sum(len(ln) + 1 for ln in new_lines[:line]) + column
     first = middle[1:] if middle.startswith("\n") else middle
     name = Path(path).name
     return Hole(
         id=f"{kind}:{name}:{line + 1}:{column}",
-        kind=kind, file=str(path), language=language, line=line, column=column,
-        character=utf16_len(new_lines[line][:column]), offset=offset, document=document,
-        middle=middle, truth_line=first.split("\n", 1)[0].strip(),
+        kind=kind,
+        file=str(path),
+        language=language,
+        line=line,
+        column=column,
+        character=utf16_len(new_lines[line][:column]),
+        offset=offset,
+        document=document,
+        middle=middle,
+        truth_line=first.split("\n", 1)[0].strip(),
     )
 
 
-def make_holes(files: list[tuple[str, str, str]], per_kind: int, seed: int,
-               kinds: tuple[str, ...] | list[str] = KINDS) -> list[Hole]:
+def make_holes(
+    files: list[tuple[str, str, str]], per_kind: int, seed: int, kinds: tuple[str, ...] | list[str] = KINDS
+) -> list[Hole]:
     """Up to ``per_kind`` holes of each kind from ``files``, a list of (path, text,
     LSP language id), in the deterministic order of the module doc (kind by kind)."""
     holes: list[Hole] = []

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .quality_holes import KINDS, Hole
 
@@ -168,11 +169,26 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def not_run_summary(reason: str) -> dict[str, Any]:
     """The summary of a column that was not run (``reason`` says why): no figures."""
-    return {"not_run": reason, "holes": 0, "answered": None, "shown_wrong": None, "exact_of_shown": None,
-            "errors": None, "exact": None,
-            "exact_first_line_pct": None, "accepted_chars_per_hole": None, "accepted_chars_pct": None,
-            "empty": None, "empty_pct": None, "duplicate_pct": None, "latency_p50_ms": None, "final_p50_ms": None,
-            "stub_pct": None, "late_pct": None, "by_kind": {}}
+    return {
+        "not_run": reason,
+        "holes": 0,
+        "answered": None,
+        "shown_wrong": None,
+        "exact_of_shown": None,
+        "errors": None,
+        "exact": None,
+        "exact_first_line_pct": None,
+        "accepted_chars_per_hole": None,
+        "accepted_chars_pct": None,
+        "empty": None,
+        "empty_pct": None,
+        "duplicate_pct": None,
+        "latency_p50_ms": None,
+        "final_p50_ms": None,
+        "stub_pct": None,
+        "late_pct": None,
+        "by_kind": {},
+    }
 
 
 def ratio_cell(n: int | None, d: int | None) -> str:

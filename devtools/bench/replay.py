@@ -50,9 +50,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lsprotocol import types
 
@@ -60,10 +61,10 @@ from sidecar.tools.demo.client import ServerSession
 from sidecar.tools.demo.report import ghost_text
 from sidecar.tools.demo.runner import LogTrap, default_server_command, server_environment
 from sidecar.tools.demo.typist import position_at
+
 from . import simproc
 from .truth import TrueFile
 from .typist import FilePlan
-
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,21 @@ DEFAULT_MODES = ("sidecar", "sidecar-noprefetch", "naive")
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 BACKENDS = ("simulated", "siliconflow", "local")
 #: Environment variables of the user's that a ``local`` run passes to the sidecar.
-LOCAL_ENV = ("SIDECAR_LOCAL_MODEL", "SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_MODELS_DIR", "SIDECAR_LOCAL_N_GPU_LAYERS",
-             "SIDECAR_LOCAL_THREADS")
+LOCAL_ENV = (
+    "SIDECAR_LOCAL_MODEL",
+    "SIDECAR_LOCAL_MODEL_PATH",
+    "SIDECAR_MODELS_DIR",
+    "SIDECAR_LOCAL_N_GPU_LAYERS",
+    "SIDECAR_LOCAL_THREADS",
+)
 #: Environment variables of the user's that a ``siliconflow`` run passes to the sidecar.
-SILICONFLOW_ENV = ("SILICONFLOW_API_KEY", "SIDECAR_BASE_URL", "SIDECAR_MODEL", "SIDECAR_SILICONFLOW_REGION",
-                   "SIDECAR_FIM")
+SILICONFLOW_ENV = (
+    "SILICONFLOW_API_KEY",
+    "SIDECAR_BASE_URL",
+    "SIDECAR_MODEL",
+    "SIDECAR_SILICONFLOW_REGION",
+    "SIDECAR_FIM",
+)
 
 
 def siliconflow_key() -> str | None:
@@ -140,11 +151,17 @@ class LspRequest:
 
     def to_dict(self, t0: float) -> dict[str, Any]:
         return {
-            "id": self.id, "kind": self.kind, "uri": self.uri, "version": self.version,
+            "id": self.id,
+            "kind": self.kind,
+            "uri": self.uri,
+            "version": self.version,
             "sent_s": round(self.sent - t0, 4),
             "answered_s": None if self.answered is None else round(self.answered - t0, 4),
             "latency_ms": None if self.answered is None else round((self.answered - self.sent) * 1000, 2),
-            "text": self.text, "error": self.error, "cancel_sent": self.cancel_sent, "current": self.current,
+            "text": self.text,
+            "error": self.error,
+            "cancel_sent": self.cancel_sent,
+            "current": self.current,
         }
 
 
@@ -208,8 +225,14 @@ def _describe(exc: BaseException) -> str:
 class ModeRun:
     """Type every plan into one sidecar started in ``mode`` (a key of :data:`MODE_SPECS`)."""
 
-    def __init__(self, mode: str, plans: list[FilePlan], opts: RunOptions, workdir: Path,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        plans: list[FilePlan],
+        opts: RunOptions,
+        workdir: Path,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         if mode not in MODE_SPECS:
             raise ValueError(f"unknown mode {mode!r} (expected one of {sorted(MODE_SPECS)})")
         self.mode = mode
@@ -261,8 +284,13 @@ class ModeRun:
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         self._sim_log = open(self.workdir / "sim-stderr.log", "wb")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "devtools.bench.simproc", str(spec_path),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=self._sim_log,
+            sys.executable,
+            "-m",
+            "devtools.bench.simproc",
+            str(spec_path),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=self._sim_log,
             env=server_environment(None, default_command=True),
         )
         deadline = time.monotonic() + 30
@@ -283,9 +311,21 @@ class ModeRun:
         async with aiohttp.ClientSession() as http:
             async with http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 data = await resp.json()
-        keep = ("index", "path", "received_at", "first_token_at", "ended_at", "tokens_sent",
-                "tokens_total", "text_sent", "finish_reason", "completed", "disconnected",
-                "disconnected_at", "status")
+        keep = (
+            "index",
+            "path",
+            "received_at",
+            "first_token_at",
+            "ended_at",
+            "tokens_sent",
+            "tokens_total",
+            "text_sent",
+            "finish_reason",
+            "completed",
+            "disconnected",
+            "disconnected_at",
+            "status",
+        )
         return [{k: r.get(k) for k in keep} for r in data]
 
     def _config_file(self) -> Path:
@@ -293,8 +333,9 @@ class ModeRun:
         (so a user's own config file never leaks into a benchmark)."""
         path = self.workdir / "config.toml"
         if self.opts.settings:
-            path.write_text("".join(f"{k} = {json.dumps(str(v))}\n" for k, v in self.opts.settings.items()),
-                            encoding="utf-8")
+            path.write_text(
+                "".join(f"{k} = {json.dumps(str(v))}\n" for k, v in self.opts.settings.items()), encoding="utf-8"
+            )
         return path
 
     def _server_env(self, base_url: str | None) -> dict[str, str]:
@@ -364,12 +405,15 @@ class ModeRun:
         started = ended = t0
         try:
             root = Path(self.plans[0].path).resolve().parent.as_uri()
-            await self.session.start(default_server_command(), self._server_env(base_url), root,
-                                     timeout_s=self.opts.startup_timeout_s)
+            await self.session.start(
+                default_server_command(), self._server_env(base_url), root, timeout_s=self.opts.startup_timeout_s
+            )
             started = time.monotonic()
             for i, plan in enumerate(self.plans):
-                self.progress(f"{self.mode}: typing {plan.name} lines {plan.first_line}-{plan.last_line} "
-                              f"({len(plan.keys)} keys, file {i + 1}/{len(self.plans)})")
+                self.progress(
+                    f"{self.mode}: typing {plan.name} lines {plan.first_line}-{plan.last_line} "
+                    f"({len(plan.keys)} keys, file {i + 1}/{len(self.plans)})"
+                )
                 await self._type_file(plan)
             await self._wait_answers(self.opts.grace_s)
             ended = time.monotonic()
@@ -399,8 +443,14 @@ class ModeRun:
         s = self.session
         uri = Path(plan.path).resolve().as_uri()
         s.open(uri, plan.language, plan.opened_text)
-        window = {"file": plan.name, "path": plan.path, "uri": uri, "opened": time.monotonic(),
-                  "first_key": None, "closed": None}
+        window = {
+            "file": plan.name,
+            "path": plan.path,
+            "uri": uri,
+            "opened": time.monotonic(),
+            "first_key": None,
+            "closed": None,
+        }
         self.file_windows.append(window)
         await asyncio.sleep(self.opts.warmup_s)
         cursor = plan.start
@@ -408,7 +458,9 @@ class ModeRun:
         last: LspRequest | None = None
         while cursor < plan.end:
             if not s.alive:
-                raise RuntimeError(f"the sidecar stopped (exit code {s.returncode}); stderr: {list(s.stderr_tail)[-5:]}")
+                raise RuntimeError(
+                    f"the sidecar stopped (exit code {s.returncode}); stderr: {list(s.stderr_tail)[-5:]}"
+                )
             k = plan.key_index_at(cursor)
             key = plan.keys[k]
             due = t_last + key.delay_s
@@ -425,7 +477,7 @@ class ModeRun:
                     self._log_key(t_last, plan, "accept", pause.suggestion, paused, t_pause, last)
                     cursor += len(pause.suggestion)
                     continue
-            text = plan.text[cursor:key.end]  # a whole key, or what is left of it after an accept
+            text = plan.text[cursor : key.end]  # a whole key, or what is left of it after an accept
             t_prev = t_last
             t_last, last = self._press(plan, uri, cursor, text, last, due)
             self._log_key(t_last, plan, "key", text, paused, t_prev if paused else None, last)
@@ -444,21 +496,39 @@ class ModeRun:
         )
         s.uri = None
 
-    def _log_key(self, t: float, plan: FilePlan, kind: str, text: str, pause: str | None,
-                 pause_from: float | None, req: LspRequest) -> None:
+    def _log_key(
+        self,
+        t: float,
+        plan: FilePlan,
+        kind: str,
+        text: str,
+        pause: str | None,
+        pause_from: float | None,
+        req: LspRequest,
+    ) -> None:
         """One key press or accept for the timeline: ``pause`` is the kind of pause that
         ended here (from ``pause_from``, the previous key), ``request_id`` the completion
         request it sent."""
-        self.key_log.append({"t": t, "file": plan.name, "kind": kind, "chars": len(text),
-                             "text": text if kind == "accept" else None, "pause": pause,
-                             "pause_from": pause_from, "request_id": req.id})
+        self.key_log.append(
+            {
+                "t": t,
+                "file": plan.name,
+                "kind": kind,
+                "chars": len(text),
+                "text": text if kind == "accept" else None,
+                "pause": pause,
+                "pause_from": pause_from,
+                "request_id": req.id,
+            }
+        )
 
-    def _press(self, plan: FilePlan, uri: str, cursor: int, text: str, last: LspRequest | None,
-               due: float) -> tuple[float, LspRequest]:
+    def _press(
+        self, plan: FilePlan, uri: str, cursor: int, text: str, last: LspRequest | None, due: float
+    ) -> tuple[float, LspRequest]:
         """Insert ``text`` at ``cursor`` (one didChange) and ask for a completion."""
         t = self._insert(cursor, text, due)
         req = self._ask(uri, cursor + len(text), last)
-        req.expected = plan.text[cursor + len(text):plan.end]
+        req.expected = plan.text[cursor + len(text) : plan.end]
         return t, req
 
     def _insert(self, cursor: int, text: str, due: float) -> float:
@@ -470,8 +540,9 @@ class ModeRun:
         self.key_lateness_ms.append((t - due) * 1000)
         return t
 
-    def _accept(self, plan: FilePlan, uri: str, cursor: int, suggestion: str, last: LspRequest,
-                due: float) -> tuple[float, LspRequest]:
+    def _accept(
+        self, plan: FilePlan, uri: str, cursor: int, suggestion: str, last: LspRequest, due: float
+    ) -> tuple[float, LspRequest]:
         """Accept ``suggestion`` as VS Code does: the edit, the item's command, then a new
         request at the cursor after the accepted text."""
         item = last.item
@@ -480,15 +551,29 @@ class ModeRun:
         self.accepted_chars += len(suggestion)
         cmd = getattr(item, "command", None)
         if cmd is not None:
-            self._send(types.WORKSPACE_EXECUTE_COMMAND,
-                       types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
-                       "command", uri, 0, cursor, "")
+            self._send(
+                types.WORKSPACE_EXECUTE_COMMAND,
+                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                "command",
+                uri,
+                0,
+                cursor,
+                "",
+            )
         end = cursor + len(suggestion)
         req = self._ask(uri, end, last)
         line, column = position_at(plan.text, end)
-        rec = AcceptRecord(plan.name, plan.key_index_at(cursor), line + 1, column + 1, len(suggestion),
-                           plan.text.startswith("\n", end) or end >= len(plan.text), end >= plan.end,
-                           req.id, req.version)
+        rec = AcceptRecord(
+            plan.name,
+            plan.key_index_at(cursor),
+            line + 1,
+            column + 1,
+            len(suggestion),
+            plan.text.startswith("\n", end) or end >= len(plan.text),
+            end >= plan.end,
+            req.id,
+            req.version,
+        )
         self._open_accept = (rec, req, t)
         return t, req
 
@@ -535,15 +620,17 @@ class ModeRun:
             position=types.Position(line=line, character=character),
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
         )
-        line_before = text[text.rfind("\n", 0, cursor) + 1:cursor]
-        req = self._send(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, "inline", uri,
-                         self.session.version, cursor, line_before)
+        line_before = text[text.rfind("\n", 0, cursor) + 1 : cursor]
+        req = self._send(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, params, "inline", uri, self.session.version, cursor, line_before
+        )
         if self.cancel_order == "after":
             self._cancel(last)
         return req
 
-    def _send(self, method: str, params: Any, kind: str, uri: str, version: int, cursor: int,
-              line_before: str) -> LspRequest:
+    def _send(
+        self, method: str, params: Any, kind: str, uri: str, version: int, cursor: int, line_before: str
+    ) -> LspRequest:
         self._seq += 1
         req = LspRequest(f"{self.mode}-{self._seq}", kind, uri, version, cursor, time.monotonic(), line_before)
         (self.requests if kind == "inline" else self.commands).append(req)
@@ -587,8 +674,9 @@ class ModeRun:
         if text and key not in self.first_update:
             self.first_update[key] = time.monotonic()
 
-    def _judge_pause(self, plan: FilePlan, k: int, kind: str, req: LspRequest, t_last: float,
-                     cursor: int) -> PauseRecord:
+    def _judge_pause(
+        self, plan: FilePlan, k: int, kind: str, req: LspRequest, t_last: float, cursor: int
+    ) -> PauseRecord:
         now = time.monotonic()
         line, column = position_at(plan.text, cursor)
         rec = PauseRecord(plan.name, kind, k, line + 1, column + 1, round((now - t_last) * 1000, 1), req.id)
@@ -597,7 +685,7 @@ class ModeRun:
             if req.text:
                 rec.tts_ms = round(ms, 1)
                 rec.suggestion = req.text
-                rec.correct = plan.text[cursor:plan.end].startswith(req.text)
+                rec.correct = plan.text[cursor : plan.end].startswith(req.text)
             else:
                 rec.answered_empty_ms = round(ms, 1)
         upd = self.first_update.get((req.uri, req.version))
@@ -608,8 +696,15 @@ class ModeRun:
         return rec
 
     # -------------------------------------------------------------- results
-    def _raw(self, t0: float, started: float, ended: float, records: list[dict[str, Any]],
-             stats: dict[str, Any] | None, client_warnings: list[str]) -> dict[str, Any]:
+    def _raw(
+        self,
+        t0: float,
+        started: float,
+        ended: float,
+        records: list[dict[str, Any]],
+        stats: dict[str, Any] | None,
+        client_warnings: list[str],
+    ) -> dict[str, Any]:
         for r in records:
             for k in ("received_at", "first_token_at", "ended_at", "disconnected_at"):
                 if r.get(k) is not None:
@@ -621,8 +716,17 @@ class ModeRun:
             return None if t is None else round(t - t0, 4)
 
         keys = [{**k, "t": rel(k["t"]), "pause_from": rel(k["pause_from"])} for k in self.key_log]
-        windows = [{"file": w["file"], "path": w["path"], "uri": w["uri"], "opened_s": rel(w["opened"]),
-                    "first_key_s": rel(w["first_key"]), "closed_s": rel(w["closed"])} for w in self.file_windows]
+        windows = [
+            {
+                "file": w["file"],
+                "path": w["path"],
+                "uri": w["uri"],
+                "opened_s": rel(w["opened"]),
+                "first_key_s": rel(w["first_key"]),
+                "closed_s": rel(w["closed"]),
+            }
+            for w in self.file_windows
+        ]
         return {
             "mode": self.mode,
             "backend": self.opts.backend,
@@ -635,8 +739,13 @@ class ModeRun:
             "keystrokes": self.keys_typed + self.accepts,
             "accepted_chars": self.accepted_chars,
             "files": [
-                {"path": p.path, "first_line": p.first_line, "last_line": p.last_line,
-                 "planned_keys": len(p.keys), "planned_pauses": p.pause_count}
+                {
+                    "path": p.path,
+                    "first_line": p.first_line,
+                    "last_line": p.last_line,
+                    "planned_keys": len(p.keys),
+                    "planned_pauses": p.pause_count,
+                }
                 for p in self.plans
             ],
             "lsp": {
@@ -652,10 +761,16 @@ class ModeRun:
                 # then typed (the typed text continues with it).
                 "keys_asked": sum(1 for r in inline if r.expected is not None),
                 "keys_shown": sum(1 for r in inline if r.expected is not None and r.text and r.current),
-                "keys_shown_right": sum(1 for r in inline if r.expected is not None and r.text and r.current
-                                        and r.expected.startswith(r.text)),
-                "keys_shown_ms": [round((r.answered - r.sent) * 1000, 1) for r in inline
-                                  if r.expected is not None and r.text and r.current and r.answered is not None],
+                "keys_shown_right": sum(
+                    1
+                    for r in inline
+                    if r.expected is not None and r.text and r.current and r.expected.startswith(r.text)
+                ),
+                "keys_shown_ms": [
+                    round((r.answered - r.sent) * 1000, 1)
+                    for r in inline
+                    if r.expected is not None and r.text and r.current and r.answered is not None
+                ],
                 "update_notifications": self.updates,
             },
             "key_lateness_ms": _summary(self.key_lateness_ms),
@@ -680,8 +795,13 @@ def _summary(xs: list[float]) -> dict[str, float | None]:
     return {"count": len(xs), "mean": round(sum(xs) / len(xs), 2), "max": round(max(xs), 2)}
 
 
-async def run_modes(modes: list[str], plans: list[FilePlan], opts: RunOptions, workdir: Path,
-                    progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+async def run_modes(
+    modes: list[str],
+    plans: list[FilePlan],
+    opts: RunOptions,
+    workdir: Path,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Run each mode in turn (each with its own backend and sidecar process)."""
     out: dict[str, dict[str, Any]] = {}
     for mode in modes:
@@ -689,5 +809,14 @@ async def run_modes(modes: list[str], plans: list[FilePlan], opts: RunOptions, w
     return out
 
 
-__all__ = ["BACKENDS", "DEFAULT_MODES", "MODES", "MODE_SPECS", "ModeRun", "ModeSpec", "RunOptions", "run_modes",
-           "siliconflow_key"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_MODES",
+    "MODES",
+    "MODE_SPECS",
+    "ModeRun",
+    "ModeSpec",
+    "RunOptions",
+    "run_modes",
+    "siliconflow_key",
+]

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.metrics import percentile
+
 from .replay import GENERATION_PATHS
 
 NOPREFETCH = "sidecar-noprefetch"  # the column the prefetch runs are compared with
@@ -137,7 +138,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         # The sidecar's accepted-and-retained counts (completion/retention.py): only the
         # accepts whose horizon passed before the run's stats were read are measured.
         "retained": ((raw.get("server_stats") or {}).get("acceptance") or {}).get("retained"),
-        "tokens_per_accepted_char": (tokens / raw["accepted_chars"]) if raw["accepted_chars"] and tokens is not None
+        "tokens_per_accepted_char": (tokens / raw["accepted_chars"])
+        if raw["accepted_chars"] and tokens is not None
         else None,
         "lsp_sent": sent,
         "lsp_unanswered": sent - answered,
@@ -164,10 +166,17 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         "prefetch_skipped": sum(int(pf.get(k, 0)) for k in ("skipped_budget", "skipped_busy", "skipped_cached")),
         "prefetch_tokens_reserved": int(pf.get("tokens_reserved", 0)),
         "prefetch_tokens_generated": int(pf.get("tokens_generated", 0)),
-        "prefetch_tokens": {"reserved": int(pf.get("tokens_reserved", 0)),
-                            "generated": int(pf.get("tokens_generated", 0))} if prefetch_on else None,
-        "prefetch_counts": {k: int(pf.get(k, 0)) for k in ("wasted", "cancelled", "skipped_budget",
-                                                            "skipped_busy", "skipped_cached")} if prefetch_on else None,
+        "prefetch_tokens": {
+            "reserved": int(pf.get("tokens_reserved", 0)),
+            "generated": int(pf.get("tokens_generated", 0)),
+        }
+        if prefetch_on
+        else None,
+        "prefetch_counts": {
+            k: int(pf.get(k, 0)) for k in ("wasted", "cancelled", "skipped_budget", "skipped_busy", "skipped_cached")
+        }
+        if prefetch_on
+        else None,
         "answers_from_prefetch": int(counters.get("answers.prefetch", 0)),
         # cl100k tokens after the beginning shared with the previous prompt (what a
         # llama.cpp engine evaluates again), per upstream request, from sidecar.stats.
@@ -193,18 +202,25 @@ def _upstream_figures(raw: dict[str, Any]) -> dict[str, Any]:
     neither can tell."""
     if raw.get("backend", "simulated") == "simulated":
         gen = [r for r in raw["upstream"] if r.get("path") in GENERATION_PATHS]
-        return {"source": "simulator", "requests": len(gen),
-                "aborted": sum(1 for r in gen if r.get("disconnected")),
-                "completed": sum(1 for r in gen if r.get("completed")),
-                "tokens": sum(int(r.get("tokens_sent") or 0) for r in gen)}
+        return {
+            "source": "simulator",
+            "requests": len(gen),
+            "aborted": sum(1 for r in gen if r.get("disconnected")),
+            "completed": sum(1 for r in gen if r.get("completed")),
+            "tokens": sum(int(r.get("tokens_sent") or 0) for r in gen),
+        }
     stats = raw.get("server_stats")
     counters = (stats or {}).get("counters")
     if not isinstance(counters, dict):
         return {"source": None, "requests": None, "aborted": None, "completed": None, "tokens": None}
     tokens = counters.get(SERVER_TOKENS_COUNTER)
-    return {"source": "sidecar.stats", "requests": int(counters.get("upstream.requests", 0)),
-            "aborted": sum(int(counters.get(k, 0)) for k in SERVER_ABORT_COUNTERS),
-            "completed": None, "tokens": None if tokens is None else int(tokens)}
+    return {
+        "source": "sidecar.stats",
+        "requests": int(counters.get("upstream.requests", 0)),
+        "aborted": sum(int(counters.get(k, 0)) for k in SERVER_ABORT_COUNTERS),
+        "completed": None,
+        "tokens": None if tokens is None else int(tokens),
+    }
 
 
 def compare(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -212,8 +228,13 @@ def compare(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     ``sidecar-noprefetch`` run's (when both ran). Returns ``summaries``."""
     base = summaries.get(NOPREFETCH)
     for s in summaries.values():
-        if (base is not None and s is not base and s.get("prefetch_enabled")
-                and s["tokens_generated"] is not None and base["tokens_generated"] is not None):
+        if (
+            base is not None
+            and s is not base
+            and s.get("prefetch_enabled")
+            and s["tokens_generated"] is not None
+            and base["tokens_generated"] is not None
+        ):
             diff = s["tokens_generated"] - base["tokens_generated"]
             s["tokens_vs_noprefetch"] = diff
             s["tokens_vs_noprefetch_share"] = (diff / base["tokens_generated"]) if base["tokens_generated"] else None
@@ -295,9 +316,12 @@ def table_json(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "columns": list(summaries),
         "rows": [
-            {"key": key, "label": label,
-             **{m: summaries[m].get(key) for m in summaries},
-             "display": {m: _cell(key, summaries[m]) for m in summaries}}
+            {
+                "key": key,
+                "label": label,
+                **{m: summaries[m].get(key) for m in summaries},
+                "display": {m: _cell(key, summaries[m]) for m in summaries},
+            }
             for key, label in ROWS + EXTRA_ROWS
         ],
     }
@@ -330,8 +354,13 @@ def _cdf(ax: Any, raws: dict[str, dict[str, Any]], key: str, sample: str, window
             continue
         ys = [(i + 1) / len(recs) for i in range(len(xs))]
         end = max([longest] + xs)
-        ax.step([0.0] + xs + [end], [0.0] + ys + [ys[-1] if ys else 0.0], where="post",
-                label=f"{mode}: {len(xs)}/{len(recs)} {what}", linewidth=2)
+        ax.step(
+            [0.0] + xs + [end],
+            [0.0] + ys + [ys[-1] if ys else 0.0],
+            where="post",
+            label=f"{mode}: {len(xs)}/{len(recs)} {what}",
+            linewidth=2,
+        )
     ax.set_ylim(0, 1)
     ax.set_xlim(left=0)
     ax.grid(True, alpha=0.3)
@@ -362,6 +391,7 @@ def plot_cdf(path: Path, raws: dict[str, dict[str, Any]], title: str) -> None:
 
 
 # ------------------------------------------------------------------ session timeline
+
 
 def _r(t: float | None) -> float | None:
     return None if t is None else round(t, 4)
@@ -398,8 +428,9 @@ def build_timeline(raw: dict[str, Any], file_index: int = 0) -> dict[str, Any] |
         if k.get("file") != w["file"] or not inside(k["t"]):
             continue
         if k.get("pause") and k.get("pause_from") is not None:
-            ev.append({"t": _r(k["pause_from"] - start), "type": "pause", "end_t": _r(k["t"] - start),
-                       "kind": k["pause"]})
+            ev.append(
+                {"t": _r(k["pause_from"] - start), "type": "pause", "end_t": _r(k["t"] - start), "kind": k["pause"]}
+            )
         e = {"t": _r(k["t"] - start), "type": k["kind"], "chars": k["chars"], "request_id": k.get("request_id")}
         if k["kind"] == "accept":
             e["text"] = k.get("text")
@@ -407,8 +438,15 @@ def build_timeline(raw: dict[str, Any], file_index: int = 0) -> dict[str, Any] |
     for q in raw.get("requests") or []:
         if q.get("uri") != w.get("uri") or not inside(q["sent_s"]):
             continue
-        ev.append({"t": _r(q["sent_s"] - start), "type": "request", "id": q["id"], "version": q["version"],
-                   "cancel_sent": q["cancel_sent"]})
+        ev.append(
+            {
+                "t": _r(q["sent_s"] - start),
+                "type": "request",
+                "id": q["id"],
+                "version": q["version"],
+                "cancel_sent": q["cancel_sent"],
+            }
+        )
         if q.get("answered_s") is None:
             continue
         kind = ("suggestion" if q.get("current") else "stale") if q.get("text") else "empty"
@@ -423,11 +461,19 @@ def build_timeline(raw: dict[str, Any], file_index: int = 0) -> dict[str, Any] |
             continue
         ended = u.get("disconnected_at") if u.get("disconnected") else u.get("ended_at")
         outcome = "aborted" if u.get("disconnected") else ("completed" if u.get("completed") else "open")
-        ev.append({"t": _r(u["received_at"] - start), "type": "upstream", "index": u.get("index"),
-                   "end_t": None if ended is None else _r(ended - start),
-                   "first_token_t": None if u.get("first_token_at") is None else _r(u["first_token_at"] - start),
-                   "tokens": u.get("tokens_sent"), "outcome": outcome, "status": u.get("status"),
-                   "text": u.get("text_sent")})
+        ev.append(
+            {
+                "t": _r(u["received_at"] - start),
+                "type": "upstream",
+                "index": u.get("index"),
+                "end_t": None if ended is None else _r(ended - start),
+                "first_token_t": None if u.get("first_token_at") is None else _r(u["first_token_at"] - start),
+                "tokens": u.get("tokens_sent"),
+                "outcome": outcome,
+                "status": u.get("status"),
+                "text": u.get("text_sent"),
+            }
+        )
         if u.get("disconnected") and u.get("disconnected_at") is not None:
             ev.append({"t": _r(u["disconnected_at"] - start), "type": "abort", "index": u.get("index")})
     ev.sort(key=lambda e: e["t"])
@@ -494,8 +540,7 @@ def plot_timeline(path: Path, timeline: dict[str, Any], title: str, strip_s: flo
     by: dict[str, list[dict[str, Any]]] = {}
     for e in ev:
         by.setdefault(e["type"], []).append(e)
-    last = max([timeline.get("duration_s") or 0.0]
-               + [e.get("end_t") or e["t"] for e in ev] + [0.1])
+    last = max([timeline.get("duration_s") or 0.0] + [e.get("end_t") or e["t"] for e in ev] + [0.1])
     last *= 1.01
     if strip_s is None:  # equal strips of at most 15 s (at most 8 strips)
         strip_s = last / min(8, math.ceil(last / 15.0))
@@ -510,8 +555,9 @@ def plot_timeline(path: Path, timeline: dict[str, Any], title: str, strip_s: flo
     strip_in = max(1.3, 0.2 * height + 0.4)
     fig_h = top_in + bottom_in + n * strip_in + (n - 1) * gap_in
     fig, axes = plt.subplots(n, 1, figsize=(15, fig_h), dpi=110, squeeze=False)
-    fig.subplots_adjust(left=0.06, right=0.99, top=1 - top_in / fig_h, bottom=bottom_in / fig_h,
-                        hspace=gap_in / strip_in)
+    fig.subplots_adjust(
+        left=0.06, right=0.99, top=1 - top_in / fig_h, bottom=bottom_in / fig_h, hspace=gap_in / strip_in
+    )
     axes = [a[0] for a in axes]
     for i, ax in enumerate(axes):
         lo, hi = i * strip_s, (i + 1) * strip_s
@@ -520,37 +566,83 @@ def plot_timeline(path: Path, timeline: dict[str, Any], title: str, strip_s: flo
         keys = [e["t"] for e in by.get("key", [])]
         ax.vlines(keys, key_y - 0.3, key_y + 0.3, color="0.3", lw=0.9, zorder=2)
         acc = by.get("accept", [])
-        ax.scatter([a["t"] for a in acc], [key_y] * len(acc), marker="^", s=70, color="tab:green",
-                   edgecolor="darkgreen", zorder=4)
+        ax.scatter(
+            [a["t"] for a in acc],
+            [key_y] * len(acc),
+            marker="^",
+            s=70,
+            color="tab:green",
+            edgecolor="darkgreen",
+            zorder=4,
+        )
         for a in acc:
             if lo <= a["t"] < hi and a.get("text"):
                 right = a["t"] > lo + 0.85 * strip_s  # near the strip's end: the label goes left
-                ax.annotate(_short(a["text"]), (a["t"], key_y + 0.3), fontsize=7, color="darkgreen",
-                            ha="right" if right else "left", va="bottom", xytext=(-3 if right else 3, 0),
-                            textcoords="offset points", clip_on=True)
+                ax.annotate(
+                    _short(a["text"]),
+                    (a["t"], key_y + 0.3),
+                    fontsize=7,
+                    color="darkgreen",
+                    ha="right" if right else "left",
+                    va="bottom",
+                    xytext=(-3 if right else 3, 0),
+                    textcoords="offset points",
+                    clip_on=True,
+                )
         sug = by.get("suggestion", [])
         ax.scatter([e["t"] for e in sug], [ans_y] * len(sug), marker="o", s=22, color="tab:green", zorder=3)
         stale = by.get("stale", [])
-        ax.scatter([e["t"] for e in stale], [ans_y] * len(stale), marker="o", s=22, facecolor="none",
-                   edgecolor="0.45", zorder=3)
+        ax.scatter(
+            [e["t"] for e in stale],
+            [ans_y] * len(stale),
+            marker="o",
+            s=22,
+            facecolor="none",
+            edgecolor="0.45",
+            zorder=3,
+        )
         empty = by.get("empty", [])
         ax.scatter([e["t"] for e in empty], [ans_y - 0.25] * len(empty), marker=".", s=8, color="0.6", zorder=2)
         for u, ln in zip(ups, lane):
             b = u["end_t"] if u["end_t"] is not None else last
             aborted = u["outcome"] == "aborted"
-            ax.barh(n_lanes - 1 - ln, max(b - u["t"], 0.004), left=u["t"], height=0.62,
-                    color="#f4a6a6" if aborted else "#8fb8e0", edgecolor="tab:red" if aborted else "tab:blue",
-                    lw=0.6, zorder=2)
+            ax.barh(
+                n_lanes - 1 - ln,
+                max(b - u["t"], 0.004),
+                left=u["t"],
+                height=0.62,
+                color="#f4a6a6" if aborted else "#8fb8e0",
+                edgecolor="tab:red" if aborted else "tab:blue",
+                lw=0.6,
+                zorder=2,
+            )
             if u.get("first_token_t") is not None:
-                ax.plot([u["first_token_t"]] * 2, [n_lanes - 1 - ln - 0.31, n_lanes - 1 - ln + 0.31],
-                        color="black", lw=1.0, zorder=3)
+                ax.plot(
+                    [u["first_token_t"]] * 2,
+                    [n_lanes - 1 - ln - 0.31, n_lanes - 1 - ln + 0.31],
+                    color="black",
+                    lw=1.0,
+                    zorder=3,
+                )
         ab = {e["index"]: e["t"] for e in by.get("abort", [])}
-        ax.scatter([ab[u["index"]] for u, ln in zip(ups, lane) if u["index"] in ab],
-                   [n_lanes - 1 - ln for u, ln in zip(ups, lane) if u["index"] in ab],
-                   marker="x", s=36, color="red", linewidths=1.6, zorder=5)
+        ax.scatter(
+            [ab[u["index"]] for u, ln in zip(ups, lane) if u["index"] in ab],
+            [n_lanes - 1 - ln for u, ln in zip(ups, lane) if u["index"] in ab],
+            marker="x",
+            s=36,
+            color="red",
+            linewidths=1.6,
+            zorder=5,
+        )
         if not timeline.get("upstream_recorded"):
-            ax.text(lo + 0.01 * strip_s, (n_lanes - 1) / 2, "no per-request upstream records (real backend)",
-                    fontsize=8, color="0.4", va="center")
+            ax.text(
+                lo + 0.01 * strip_s,
+                (n_lanes - 1) / 2,
+                "no per-request upstream records (real backend)",
+                fontsize=8,
+                color="0.4",
+                va="center",
+            )
         ax.set_xlim(lo, hi)
         ax.set_ylim(-0.6, height)
         ax.set_yticks([key_y, ans_y, (n_lanes - 1) / 2])
@@ -563,21 +655,34 @@ def plot_timeline(path: Path, timeline: dict[str, Any], title: str, strip_s: flo
         Line2D([], [], color="tab:green", marker="^", lw=0, markersize=8, label="accept (text accepted)"),
         Patch(color="#fdf0c2", label="typist pause"),
         Line2D([], [], color="tab:green", marker="o", lw=0, markersize=5, label="suggestion shown (answer with text)"),
-        Line2D([], [], color="0.45", marker="o", markerfacecolor="none", lw=0, markersize=5,
-               label="answer for an older version"),
+        Line2D(
+            [],
+            [],
+            color="0.45",
+            marker="o",
+            markerfacecolor="none",
+            lw=0,
+            markersize=5,
+            label="answer for an older version",
+        ),
         Line2D([], [], color="0.6", marker=".", lw=0, markersize=5, label="empty answer / cancelled"),
         Patch(facecolor="#8fb8e0", edgecolor="tab:blue", label="upstream stream (request to end)"),
         Patch(facecolor="#f4a6a6", edgecolor="tab:red", label="aborted stream"),
         Line2D([], [], color="red", marker="x", lw=0, markersize=7, label="disconnect"),
         Line2D([], [], color="black", marker="|", lw=0, markersize=9, label="first token"),
     ]
-    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.45 / fig_h))
+    fig.legend(
+        handles=handles, loc="upper center", ncol=5, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1 - 0.45 / fig_h)
+    )
     c = timeline["counts"]
-    fig.suptitle(f"{title}\nsession timeline of {timeline['mode']}: {timeline['file']}, {c.get('key', 0)} keys, "
-                 f"{c.get('accept', 0)} accepts, {c.get('suggestion', 0)} suggestions shown, "
-                 f"{c.get('upstream', 0)} upstream streams ({c.get('abort', 0)} aborted)",
-                 fontsize=10, y=1 - 0.05 / fig_h, va="top")
+    fig.suptitle(
+        f"{title}\nsession timeline of {timeline['mode']}: {timeline['file']}, {c.get('key', 0)} keys, "
+        f"{c.get('accept', 0)} accepts, {c.get('suggestion', 0)} suggestions shown, "
+        f"{c.get('upstream', 0)} upstream streams ({c.get('abort', 0)} aborted)",
+        fontsize=10,
+        y=1 - 0.05 / fig_h,
+        va="top",
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)

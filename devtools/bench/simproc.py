@@ -35,7 +35,7 @@ async def stop(proc: asyncio.subprocess.Process, log: Any) -> None:
         proc.terminate()
         try:
             await asyncio.wait_for(proc.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
     log.close()

@@ -66,22 +66,32 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from sidecar.tools.demo.runner import LogTrap, default_server_command, language_id, server_environment
 from sidecar.metrics import percentile
+from sidecar.tools.demo.runner import LogTrap, default_server_command, language_id, server_environment
+
 from ..simulator.shared_engine import EngineConfig
-from .replay import MODE_SPECS, ModeRun, RunOptions
 from . import simproc
+from .replay import MODE_SPECS, ModeRun, RunOptions
 from .report import write_json
 from .truth import TrueFile
 from .typist import FilePlan, TypistModel, plan_file
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures"
-TEAM_FILES = ("bench/job_queue.py", "bench/ttlCache.ts", "demo/inventory.py", "quality/eventBus.ts",
-              "quality/histogram.rs", "quality/linereader.c", "quality/lru.go", "quality/rate_limiter.py")
+TEAM_FILES = (
+    "bench/job_queue.py",
+    "bench/ttlCache.ts",
+    "demo/inventory.py",
+    "quality/eventBus.ts",
+    "quality/histogram.rs",
+    "quality/linereader.c",
+    "quality/lru.go",
+    "quality/rate_limiter.py",
+)
 DEFAULT_DEVELOPERS = (1, 5, 10, 20, 40)
 DEFAULT_MODES = ("sidecar", "naive")
 DEFAULT_KEYSTROKES = 120
@@ -93,8 +103,9 @@ def team_files() -> list[Path]:
     return [ROOT / f for f in TEAM_FILES]
 
 
-def developer_plans(n: int, keystrokes: int, seed: int, typist: TypistModel,
-                    files: list[Path] | None = None) -> list[FilePlan]:
+def developer_plans(
+    n: int, keystrokes: int, seed: int, typist: TypistModel, files: list[Path] | None = None
+) -> list[FilePlan]:
     """One plan per developer: file ``i % len(files)``; a file's later developers get
     another seed (another region and timing)."""
     files = files or team_files()
@@ -154,9 +165,12 @@ class _CpuMeter:
             self._task.cancel()
         wall = max(1e-6, time.monotonic() - self._t0)
         sys1 = self._system()
-        out: dict[str, Any] = {"cores": os.cpu_count(), "wall_s": round(wall, 2),
-                               "load_max": max(self.loads) if self.loads else None,
-                               "load_mean": round(sum(self.loads) / len(self.loads), 2) if self.loads else None}
+        out: dict[str, Any] = {
+            "cores": os.cpu_count(),
+            "wall_s": round(wall, 2),
+            "load_max": max(self.loads) if self.loads else None,
+            "load_mean": round(sum(self.loads) / len(self.loads), 2) if self.loads else None,
+        }
         if self._sys0 and sys1 and sys1[1] > self._sys0[1]:
             out["cpu_busy_share"] = round((sys1[0] - self._sys0[0]) / (sys1[1] - self._sys0[1]), 3)
         else:
@@ -191,8 +205,9 @@ class TeamDeveloper(ModeRun):
 
     async def start(self, base_url: str) -> None:
         root = Path(self.plans[0].path).resolve().parent.as_uri()
-        await self.session.start(default_server_command(), self._server_env(base_url), root,
-                                 timeout_s=self.opts.startup_timeout_s)
+        await self.session.start(
+            default_server_command(), self._server_env(base_url), root, timeout_s=self.opts.startup_timeout_s
+        )
 
     async def type_all(self, delay_s: float) -> None:
         await asyncio.sleep(delay_s)
@@ -279,8 +294,9 @@ def km_quantile(pauses: list[dict[str, Any]], q: float) -> tuple[float | None, f
     return None, obs[-1][0]
 
 
-def summarize_point(n: int, mode: str, devs: list[TeamDeveloper], engine: dict[str, Any] | None,
-                    cpu: dict[str, Any], wall_s: float) -> dict[str, Any]:
+def summarize_point(
+    n: int, mode: str, devs: list[TeamDeveloper], engine: dict[str, Any] | None, cpu: dict[str, Any], wall_s: float
+) -> dict[str, Any]:
     """The figures of one N and mode (see the module doc)."""
     raws = [d.raw for d in devs if d.raw is not None]
     pauses = [p for r in raws for p in r["pauses"]]
@@ -298,13 +314,22 @@ def summarize_point(n: int, mode: str, devs: list[TeamDeveloper], engine: dict[s
     for d in devs:
         r = d.raw or {"pauses": []}
         ts = [p["tts_ms"] for p in r["pauses"] if p["tts_ms"] is not None]
-        per_dev.append({"developer": d.index, "file": d.plans[0].name, "lines": [d.plans[0].first_line,
-                                                                                   d.plans[0].last_line],
-                        "pauses": len(r["pauses"]), "shown": len(ts), "tts_p90_ms": percentile(ts, 90),
-                        "accepted_chars": r.get("accepted_chars", 0), "keystrokes": r.get("keystrokes", 0),
-                        "pause_records": [{k: q.get(k) for k in ("kind", "duration_ms", "tts_ms", "correct",
-                                                                 "accepted")} for q in r["pauses"]],
-                        "errors": d.errors})
+        per_dev.append(
+            {
+                "developer": d.index,
+                "file": d.plans[0].name,
+                "lines": [d.plans[0].first_line, d.plans[0].last_line],
+                "pauses": len(r["pauses"]),
+                "shown": len(ts),
+                "tts_p90_ms": percentile(ts, 90),
+                "accepted_chars": r.get("accepted_chars", 0),
+                "keystrokes": r.get("keystrokes", 0),
+                "pause_records": [
+                    {k: q.get(k) for k in ("kind", "duration_ms", "tts_ms", "correct", "accepted")} for q in r["pauses"]
+                ],
+                "errors": d.errors,
+            }
+        )
     upstream = (eng.get("requests", 0) + eng.get("abandoned_in_queue", 0) + eng.get("rate_limited", 0)) if eng else None
     return {
         "developers": n,
@@ -344,8 +369,9 @@ def summarize_point(n: int, mode: str, devs: list[TeamDeveloper], engine: dict[s
     }
 
 
-def largest_under_sla(points: list[dict[str, Any]], mode: str, key: str = "tts_p90_km_ms",
-                      sla_ms: float = SLA_MS) -> int | None:
+def largest_under_sla(
+    points: list[dict[str, Any]], mode: str, key: str = "tts_p90_km_ms", sla_ms: float = SLA_MS
+) -> int | None:
     """The largest N of ``mode`` such that it and every smaller N have ``key`` under
     ``sla_ms`` (a point without the figure fails). None when even the smallest fails."""
     best = None
@@ -366,15 +392,28 @@ async def _start_engine(points_dir: Path, plans: list[FilePlan], opts: TeamOptio
         if key not in seen:
             seen.add(key)
             files.append(TrueFile(p.name, p.text, p.start, p.end).to_dict())
-    spec = {"files": files, "seed": opts.seed, "wrong_rate": opts.wrong_rate, "engine": opts.engine.to_dict(),
-            "rpm": opts.rpm, "tpm": opts.tpm, "url_file": str(url_file)}
+    spec = {
+        "files": files,
+        "seed": opts.seed,
+        "wrong_rate": opts.wrong_rate,
+        "engine": opts.engine.to_dict(),
+        "rpm": opts.rpm,
+        "tpm": opts.tpm,
+        "url_file": str(url_file),
+    }
     spec_path = points_dir / "engine-spec.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     log = open(points_dir / "engine-stderr.log", "wb")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "devtools.bench.team_engine", str(spec_path),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=log,
-        env=server_environment(None, default_command=True), cwd=str(ROOT.parent),  # devtools runs from a clone
+        sys.executable,
+        "-m",
+        "devtools.bench.team_engine",
+        str(spec_path),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=log,
+        env=server_environment(None, default_command=True),
+        cwd=str(ROOT.parent),  # devtools runs from a clone
     )
     deadline = time.monotonic() + 60
     while not url_file.exists():
@@ -393,20 +432,27 @@ async def _engine_call(base_url: str, method: str, path: str) -> Any:
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
-        async with http.request(method, base_url[: -len("/v1")] + path,
-                                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        async with http.request(
+            method, base_url[: -len("/v1")] + path, timeout=aiohttp.ClientTimeout(total=30)
+        ) as resp:
             return await resp.json()
 
 
-async def run_point(n: int, mode: str, opts: TeamOptions, workdir: Path,
-                    progress: Callable[[str], None]) -> dict[str, Any]:
+async def run_point(
+    n: int, mode: str, opts: TeamOptions, workdir: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
     """N developers in ``mode`` against one fresh shared engine. Returns the summary."""
     plans = developer_plans(n, opts.keystrokes, opts.seed, opts.typist)
     point_dir = workdir / f"n{n:03d}-{mode}"
     point_dir.mkdir(parents=True, exist_ok=True)
-    run_opts = RunOptions(seed=opts.seed, wrong_rate=opts.wrong_rate, grace_s=opts.grace_s,
-                          warmup_s=opts.warmup_s, startup_timeout_s=opts.startup_timeout_s,
-                          settings=dict(opts.settings))
+    run_opts = RunOptions(
+        seed=opts.seed,
+        wrong_rate=opts.wrong_rate,
+        grace_s=opts.grace_s,
+        warmup_s=opts.warmup_s,
+        startup_timeout_s=opts.startup_timeout_s,
+        settings=dict(opts.settings),
+    )
     proc, base_url, log = await _start_engine(point_dir, plans, opts)
     devs = [TeamDeveloper(i, mode, plan, run_opts, point_dir) for i, plan in enumerate(plans)]
     engine: dict[str, Any] | None = None
@@ -425,8 +471,10 @@ async def run_point(n: int, mode: str, opts: TeamOptions, workdir: Path,
         progress(f"N={n} {mode}: starting {n} sidecar process(es)")
         await asyncio.gather(*(start(d) for d in devs))
         ready = [d for d in devs if not d.errors]
-        progress(f"N={n} {mode}: {len(ready)}/{n} started in {time.monotonic() - t_start:.1f} s; typing "
-                 f"~{opts.keystrokes} keys each")
+        progress(
+            f"N={n} {mode}: {len(ready)}/{n} started in {time.monotonic() - t_start:.1f} s; typing "
+            f"~{opts.keystrokes} keys each"
+        )
         await _engine_call(base_url, "POST", "/_sim/engine/reset")
         meter = _CpuMeter()
         meter.start({"sidecars": [d.pid for d in ready if d.pid], "engine": [proc.pid]})
@@ -452,9 +500,26 @@ def _fmt(v: Any, pat: str = "{:.0f}") -> str:
 
 
 COLUMNS = [
-    ("N", 4), ("mode", 8), ("pauses", 7), ("TTS p50", 8), ("TTS p90", 8), ("p90 KM", 8), ("p90 all", 8), ("valid", 6),
-    ("correct", 8), ("util", 5), ("queue p50/p90", 14), ("prefill/ch", 11), ("gen/ch", 7), ("429s", 5),
-    ("req/100k", 9), ("load", 5), ("cpu", 5), ("bench", 6), ("late p90", 9), ("eng late", 9),
+    ("N", 4),
+    ("mode", 8),
+    ("pauses", 7),
+    ("TTS p50", 8),
+    ("TTS p90", 8),
+    ("p90 KM", 8),
+    ("p90 all", 8),
+    ("valid", 6),
+    ("correct", 8),
+    ("util", 5),
+    ("queue p50/p90", 14),
+    ("prefill/ch", 11),
+    ("gen/ch", 7),
+    ("429s", 5),
+    ("req/100k", 9),
+    ("load", 5),
+    ("cpu", 5),
+    ("bench", 6),
+    ("late p90", 9),
+    ("eng late", 9),
 ]
 
 
@@ -468,14 +533,25 @@ def format_table(points: list[dict[str, Any]], header: str) -> str:
         above = p.get("tts_p90_km_above_ms")
         km = f">{above:.0f}" if p.get("tts_p90_km_ms") is None and above is not None else _fmt(p.get("tts_p90_km_ms"))
         cells = [
-            str(p["developers"]), p["mode"], f"{p['pauses_shown']}/{p['pauses']}", _fmt(p["tts_p50_ms"]),
-            _fmt(p["tts_p90_ms"]), km, p90_all, _fmt(p["valid_share"], "{:.0%}"), _fmt(p["correct_share"], "{:.0%}"),
+            str(p["developers"]),
+            p["mode"],
+            f"{p['pauses_shown']}/{p['pauses']}",
+            _fmt(p["tts_p50_ms"]),
+            _fmt(p["tts_p90_ms"]),
+            km,
+            p90_all,
+            _fmt(p["valid_share"], "{:.0%}"),
+            _fmt(p["correct_share"], "{:.0%}"),
             _fmt(p["engine_utilisation"], "{:.2f}"),
             f"{_fmt(p['queue_p50_ms'])}/{_fmt(p['queue_p90_ms'])}",
-            _fmt(p["prefill_per_accepted_char"], "{:.1f}"), _fmt(p["generated_per_accepted_char"], "{:.2f}"),
-            _fmt(p["rate_limited_429"]), _fmt(p["upstream_per_100_keys"]),
-            _fmt(cpu.get("load_max"), "{:.1f}"), _fmt(cpu.get("cpu_busy_share"), "{:.0%}"),
-            _fmt(cpu.get("bench_process_cores"), "{:.2f}"), _fmt(p["key_lateness_p90_ms"]),
+            _fmt(p["prefill_per_accepted_char"], "{:.1f}"),
+            _fmt(p["generated_per_accepted_char"], "{:.2f}"),
+            _fmt(p["rate_limited_429"]),
+            _fmt(p["upstream_per_100_keys"]),
+            _fmt(cpu.get("load_max"), "{:.1f}"),
+            _fmt(cpu.get("cpu_busy_share"), "{:.0%}"),
+            _fmt(cpu.get("bench_process_cores"), "{:.2f}"),
+            _fmt(p["key_lateness_p90_ms"]),
             _fmt(p.get("engine_timer_lateness_p90_ms")),
         ]
         lines.append("  ".join(c.rjust(w) for c, (_n, w) in zip(cells, COLUMNS)))
@@ -494,19 +570,50 @@ def plot_p90(path: Path, points: list[dict[str, Any]], title: str) -> None:
     for mode in modes:
         ps = sorted((p for p in points if p["mode"] == mode), key=lambda p: p["developers"])
         ns = [p["developers"] for p in ps]
-        line = ax.plot(ns, [p["tts_p90_km_ms"] if p["tts_p90_km_ms"] is not None else float("nan") for p in ps],
-                       marker="o", linewidth=2, label=f"{mode}: p90 (Kaplan-Meier, all pauses)")[0]
-        above = [(p["developers"], p["tts_p90_km_above_ms"]) for p in ps
-                 if p["tts_p90_km_ms"] is None and p["tts_p90_km_above_ms"] is not None]
+        line = ax.plot(
+            ns,
+            [p["tts_p90_km_ms"] if p["tts_p90_km_ms"] is not None else float("nan") for p in ps],
+            marker="o",
+            linewidth=2,
+            label=f"{mode}: p90 (Kaplan-Meier, all pauses)",
+        )[0]
+        above = [
+            (p["developers"], p["tts_p90_km_above_ms"])
+            for p in ps
+            if p["tts_p90_km_ms"] is None and p["tts_p90_km_above_ms"] is not None
+        ]
         if above:  # p90 beyond the longest pause: drawn at that bound, pointing up
-            ax.scatter([a[0] for a in above], [a[1] for a in above], marker="^", s=60, color=line.get_color(),
-                       label=f"{mode}: p90 above the longest pause")
-        ax.plot(ns, [p["tts_p90_ms"] if p["tts_p90_ms"] is not None else float("nan") for p in ps],
-                marker="x", linestyle="--", color=line.get_color(), label=f"{mode}: p90 of pauses that showed one")
-        ax2.plot(ns, [100 * (p["valid_share"] or 0) for p in ps], marker="o", color=line.get_color(),
-                 label=f"{mode}: pauses with a suggestion")
-        ax2.plot(ns, [100 * (p["engine_utilisation"] or 0) for p in ps], marker="s", linestyle=":",
-                 color=line.get_color(), label=f"{mode}: engine utilisation")
+            ax.scatter(
+                [a[0] for a in above],
+                [a[1] for a in above],
+                marker="^",
+                s=60,
+                color=line.get_color(),
+                label=f"{mode}: p90 above the longest pause",
+            )
+        ax.plot(
+            ns,
+            [p["tts_p90_ms"] if p["tts_p90_ms"] is not None else float("nan") for p in ps],
+            marker="x",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{mode}: p90 of pauses that showed one",
+        )
+        ax2.plot(
+            ns,
+            [100 * (p["valid_share"] or 0) for p in ps],
+            marker="o",
+            color=line.get_color(),
+            label=f"{mode}: pauses with a suggestion",
+        )
+        ax2.plot(
+            ns,
+            [100 * (p["engine_utilisation"] or 0) for p in ps],
+            marker="s",
+            linestyle=":",
+            color=line.get_color(),
+            label=f"{mode}: engine utilisation",
+        )
     ax.axhline(SLA_MS, color="red", linewidth=1, label="SLA 1.5 s")
     ax.set_ylabel("time to suggestion at pauses, p90 (ms)")
     ax.set_title(title, fontsize=9)
@@ -538,14 +645,20 @@ class TeamResult:
 def describe_engine(opts: TeamOptions) -> str:
     e = opts.engine
     limits = ", ".join(f"{k.upper()} {v}" for k, v in (("rpm", opts.rpm), ("tpm", opts.tpm)) if v is not None)
-    return (f"shared engine: capacity {e.capacity} sequences, prefill {e.prefill_tps:g} tokens/s shared, "
-            f"decode {e.decode_tps:g} tokens/s per sequence alone (+{e.batch_slowdown:g} step time per extra "
-            f"sequence), overhead {e.overhead_ms:g} ms, prefix cache {e.cache_tokens} tokens; "
-            + (limits or "no RPM/TPM limit"))
+    return (
+        f"shared engine: capacity {e.capacity} sequences, prefill {e.prefill_tps:g} tokens/s shared, "
+        f"decode {e.decode_tps:g} tokens/s per sequence alone (+{e.batch_slowdown:g} step time per extra "
+        f"sequence), overhead {e.overhead_ms:g} ms, prefix cache {e.cache_tokens} tokens; "
+        + (limits or "no RPM/TPM limit")
+    )
 
 
-async def run_team(opts: TeamOptions, out_dir: str | Path = "bench-results/team", plot: bool = True,
-                   progress: Callable[[str], None] | None = None) -> TeamResult:
+async def run_team(
+    opts: TeamOptions,
+    out_dir: str | Path = "bench-results/team",
+    plot: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> TeamResult:
     """Run every N and mode, write ``team.json`` (and ``team_p90.png``) into ``out_dir``.
 
     Raises ValueError on bad options."""
@@ -572,23 +685,32 @@ async def run_team(opts: TeamOptions, out_dir: str | Path = "bench-results/team"
             for n in sorted(set(opts.developers)):
                 for mode in opts.modes:
                     p = await run_point(n, mode, opts, Path(tmp), progress)
-                    progress(f"N={n} {mode}: p90 {_fmt(p['tts_p90_ms'])} ms, {p['pauses_shown']}/{p['pauses']} "
-                             f"pauses showed one, engine utilisation {_fmt(p['engine_utilisation'], '{:.2f}')}, "
-                             f"load {_fmt((p['cpu'] or {}).get('load_max'), '{:.1f}')}")
+                    progress(
+                        f"N={n} {mode}: p90 {_fmt(p['tts_p90_ms'])} ms, {p['pauses_shown']}/{p['pauses']} "
+                        f"pauses showed one, engine utilisation {_fmt(p['engine_utilisation'], '{:.2f}')}, "
+                        f"load {_fmt((p['cpu'] or {}).get('load_max'), '{:.1f}')}"
+                    )
                     points.append(p)
                     write_json(out / "team.partial.json", {"points": points})  # survives an interrupted run
     finally:
         pygls_log.removeHandler(trap)
         pygls_log.propagate = old_propagate
     wall = time.monotonic() - t0
-    sla = {m: {"p90_km": largest_under_sla(points, m), "p90_shown": largest_under_sla(points, m, "tts_p90_ms"),
-               "p90_all_pauses": largest_under_sla(points, m, "tts_p90_all_ms")}
-           for m in opts.modes}
+    sla = {
+        m: {
+            "p90_km": largest_under_sla(points, m),
+            "p90_shown": largest_under_sla(points, m, "tts_p90_ms"),
+            "p90_all_pauses": largest_under_sla(points, m, "tts_p90_all_ms"),
+        }
+        for m in opts.modes
+    }
     cores = os.cpu_count()
-    header = (f"team on one engine, seed {opts.seed}, ~{opts.keystrokes} keys per developer; {describe_engine(opts)}\n"
-              f"client side: every sidecar process, every typist and the engine share this machine's {cores} CPU "
-              f"cores; load/cpu/bench/late p90/eng late show how saturated it was (latencies then include the "
-              f"machine's own queueing)")
+    header = (
+        f"team on one engine, seed {opts.seed}, ~{opts.keystrokes} keys per developer; {describe_engine(opts)}\n"
+        f"client side: every sidecar process, every typist and the engine share this machine's {cores} CPU "
+        f"cores; load/cpu/bench/late p90/eng late show how saturated it was (latencies then include the "
+        f"machine's own queueing)"
+    )
     table = format_table(points, header)
     problems = []
     for p in points:
@@ -598,20 +720,36 @@ async def run_team(opts: TeamOptions, out_dir: str | Path = "bench-results/team"
             problems.append(f"N={p['developers']} {p['mode']}: no pause showed a suggestion")
         problems.extend(f"N={p['developers']} {p['mode']}: {e}" for e in p["errors"])
     json_path = out / "team.json"
-    write_json(json_path, {
-        "setup": {"developers": list(opts.developers), "modes": list(opts.modes), "keystrokes": opts.keystrokes,
-                  "seed": opts.seed, "engine": opts.engine.to_dict(), "rpm": opts.rpm, "tpm": opts.tpm,
-                  "wrong_rate": opts.wrong_rate, "grace_s": opts.grace_s, "warmup_s": opts.warmup_s,
-                  "stagger_s": opts.stagger_s, "typist": asdict(opts.typist), "settings": opts.settings,
-                  "files": [str(f.relative_to(ROOT.parent)) for f in team_files()], "cpu_count": cores,
-                  "sla_ms": SLA_MS, "modes_spec": {m: asdict(MODE_SPECS[m]) for m in opts.modes}},
-        "wall_s": round(wall, 2),
-        "table_text": table,
-        "sla": sla,
-        "points": points,
-        "client_warnings": trap.messages,
-        "problems": problems,
-    })
+    write_json(
+        json_path,
+        {
+            "setup": {
+                "developers": list(opts.developers),
+                "modes": list(opts.modes),
+                "keystrokes": opts.keystrokes,
+                "seed": opts.seed,
+                "engine": opts.engine.to_dict(),
+                "rpm": opts.rpm,
+                "tpm": opts.tpm,
+                "wrong_rate": opts.wrong_rate,
+                "grace_s": opts.grace_s,
+                "warmup_s": opts.warmup_s,
+                "stagger_s": opts.stagger_s,
+                "typist": asdict(opts.typist),
+                "settings": opts.settings,
+                "files": [str(f.relative_to(ROOT.parent)) for f in team_files()],
+                "cpu_count": cores,
+                "sla_ms": SLA_MS,
+                "modes_spec": {m: asdict(MODE_SPECS[m]) for m in opts.modes},
+            },
+            "wall_s": round(wall, 2),
+            "table_text": table,
+            "sla": sla,
+            "points": points,
+            "client_warnings": trap.messages,
+            "problems": problems,
+        },
+    )
     png = None
     if plot:
         try:
@@ -632,35 +770,63 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m devtools.bench team",
         description="N developers, each a real sidecar process typing a different real file with the human "
-                    "typing model, on ONE simulated shared engine (slots, queue, prefix cache, batched "
-                    "decoding, optional RPM/TPM limits); the sidecar against the naive mode.",
+        "typing model, on ONE simulated shared engine (slots, queue, prefix cache, batched "
+        "decoding, optional RPM/TPM limits); the sidecar against the naive mode.",
         epilog="The figures are defined in devtools/bench/team.py, the engine model in "
-               "devtools/simulator/shared_engine.py. Exit status: 0 done, 1 a point saw no pauses or no "
-               "suggestions (or a developer's run failed), 2 bad arguments.",
+        "devtools/simulator/shared_engine.py. Exit status: 0 done, 1 a point saw no pauses or no "
+        "suggestions (or a developer's run failed), 2 bad arguments.",
     )
-    p.add_argument("--developers", default=",".join(map(str, DEFAULT_DEVELOPERS)),
-                   help=f"comma-separated team sizes N (default {','.join(map(str, DEFAULT_DEVELOPERS))})")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help=f"comma-separated modes from {', '.join(MODE_SPECS)} (default {','.join(DEFAULT_MODES)})")
-    p.add_argument("--keystrokes", type=int, default=DEFAULT_KEYSTROKES,
-                   help=f"keys each developer types (default {DEFAULT_KEYSTROKES}; short, as the client side "
-                        "shares this machine's cores)")
+    p.add_argument(
+        "--developers",
+        default=",".join(map(str, DEFAULT_DEVELOPERS)),
+        help=f"comma-separated team sizes N (default {','.join(map(str, DEFAULT_DEVELOPERS))})",
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma-separated modes from {', '.join(MODE_SPECS)} (default {','.join(DEFAULT_MODES)})",
+    )
+    p.add_argument(
+        "--keystrokes",
+        type=int,
+        default=DEFAULT_KEYSTROKES,
+        help=f"keys each developer types (default {DEFAULT_KEYSTROKES}; short, as the client side "
+        "shares this machine's cores)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the typists and the engine's mistakes (default 0)")
     d = EngineConfig()
     p.add_argument("--capacity", type=int, default=d.capacity, help=f"engine slots (default {d.capacity})")
-    p.add_argument("--prefill-tps", type=float, default=d.prefill_tps,
-                   help=f"shared prefill speed, tokens/s (default {d.prefill_tps:g})")
-    p.add_argument("--decode-tps", type=float, default=d.decode_tps,
-                   help=f"decode speed of one sequence alone, tokens/s (default {d.decode_tps:g})")
-    p.add_argument("--batch-slowdown", type=float, default=d.batch_slowdown,
-                   help=f"extra step time per extra sequence, fraction (default {d.batch_slowdown:g})")
-    p.add_argument("--overhead-ms", type=float, default=d.overhead_ms,
-                   help=f"per-request overhead, ms (default {d.overhead_ms:g})")
+    p.add_argument(
+        "--prefill-tps",
+        type=float,
+        default=d.prefill_tps,
+        help=f"shared prefill speed, tokens/s (default {d.prefill_tps:g})",
+    )
+    p.add_argument(
+        "--decode-tps",
+        type=float,
+        default=d.decode_tps,
+        help=f"decode speed of one sequence alone, tokens/s (default {d.decode_tps:g})",
+    )
+    p.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=d.batch_slowdown,
+        help=f"extra step time per extra sequence, fraction (default {d.batch_slowdown:g})",
+    )
+    p.add_argument(
+        "--overhead-ms", type=float, default=d.overhead_ms, help=f"per-request overhead, ms (default {d.overhead_ms:g})"
+    )
     p.add_argument("--rpm", type=int, default=None, help="engine-wide requests per minute, 429 beyond (default none)")
     p.add_argument("--tpm", type=int, default=None, help="engine-wide tokens per minute, 429 beyond (default none)")
     p.add_argument("--wrong-rate", type=float, default=0.25, help="share of plausible wrong answers (default 0.25)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a sidecar setting for every developer (config file); repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a sidecar setting for every developer (config file); repeatable",
+    )
     p.add_argument("--out", default="bench-results/team", help="output directory (default bench-results/team)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return p
@@ -670,8 +836,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         developers = _ints(args.developers)
-        engine = EngineConfig(capacity=args.capacity, prefill_tps=args.prefill_tps, decode_tps=args.decode_tps,
-                              batch_slowdown=args.batch_slowdown, overhead_ms=args.overhead_ms)
+        engine = EngineConfig(
+            capacity=args.capacity,
+            prefill_tps=args.prefill_tps,
+            decode_tps=args.decode_tps,
+            batch_slowdown=args.batch_slowdown,
+            overhead_ms=args.overhead_ms,
+        )
         for name in ("rpm", "tpm"):
             v = getattr(args, name)
             if v is not None and v < 1:
@@ -682,9 +853,17 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or not key.strip():
                 raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
             settings[key.strip()] = value.strip()
-        opts = TeamOptions(developers=developers, modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
-                           keystrokes=args.keystrokes, seed=args.seed, engine=engine, rpm=args.rpm, tpm=args.tpm,
-                           wrong_rate=args.wrong_rate, settings=settings)
+        opts = TeamOptions(
+            developers=developers,
+            modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+            keystrokes=args.keystrokes,
+            seed=args.seed,
+            engine=engine,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            wrong_rate=args.wrong_rate,
+            settings=settings,
+        )
     except ValueError as exc:
         print(f"python -m devtools.bench team: {exc}", file=sys.stderr)
         return 2
@@ -701,13 +880,15 @@ def main(argv: list[str] | None = None) -> int:
     for mode, s in result.sla.items():
         tested = max(opts.developers)
 
-        def say(v: int | None) -> str:
+        def say(v: int | None, tested: int = tested) -> str:
             if v is None:
                 return "none (even the smallest N misses it)"
             return f"{v}" + (" (the largest N tested)" if v == tested else "")
 
-        print(f"SLA p90 < 1.5 s, {mode}: largest N {say(s['p90_km'])} (p90 KM); for comparison, over pauses that "
-              f"showed one {say(s['p90_shown'])}, over all pauses as inf {say(s['p90_all_pauses'])}")
+        print(
+            f"SLA p90 < 1.5 s, {mode}: largest N {say(s['p90_km'])} (p90 KM); for comparison, over pauses that "
+            f"showed one {say(s['p90_shown'])}, over all pauses as inf {say(s['p90_all_pauses'])}"
+        )
     total_429 = {m: sum(p["rate_limited_429"] or 0 for p in result.points if p["mode"] == m) for m in opts.modes}
     print("429s received: " + ", ".join(f"{m} {v}" for m, v in total_429.items()))
     print(f"total wall time {result.wall_s:.1f} s")
@@ -715,8 +896,10 @@ def main(argv: list[str] | None = None) -> int:
     if result.problems:
         for line in result.problems:
             print(f"ERROR {line}", file=sys.stderr)
-        print("python -m devtools.bench team: some points saw no pauses or no suggestions, or a run failed (see above)",
-              file=sys.stderr)
+        print(
+            "python -m devtools.bench team: some points saw no pauses or no suggestions, or a run failed (see above)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -53,7 +53,7 @@ def request_prefix(body: dict) -> str | None:
     if isinstance(prompt, str):
         m = _FIM_PREFIX.search(prompt)
         if m:
-            rest = prompt[m.end():]
+            rest = prompt[m.end() :]
             s = _FIM_SUFFIX.search(rest)
             return rest[: s.start()] if s else rest
         return prompt
@@ -75,9 +75,7 @@ class Oracle:
         self.files = files
         self.seed = seed
         self.wrong_rate = wrong_rate
-        self._vocab = {
-            f.name: sorted({w for w in _IDENT.findall(f.text) if len(w) >= 3}) for f in files
-        }
+        self._vocab = {f.name: sorted({w for w in _IDENT.findall(f.text) if len(w) >= 3}) for f in files}
         self.misses = 0  # requests whose prompt matched no file
 
     def locate(self, prefix: str) -> tuple[TrueFile, int] | None:
@@ -96,7 +94,7 @@ class Oracle:
 
     def true_continuation(self, f: TrueFile, cursor: int) -> str:
         """1 to 3 true lines from ``cursor`` (see module doc), never past the region."""
-        rest = f.text[cursor:f.end]
+        rest = f.text[cursor : f.end]
         lines = rest.split("\n")
         n = random.Random(f"sidecar-bench:{self.seed}:{f.name}:{cursor}:lines").randint(1, 3)
         if lines and lines[0] == "":
@@ -121,7 +119,7 @@ class Oracle:
             choices = [w for w in vocab if w != m.group() and not w.startswith(m.group())]
             if not choices:
                 return right
-            lines[i] = line[: m.start()] + rng.choice(choices) + line[m.end():]
+            lines[i] = line[: m.start()] + rng.choice(choices) + line[m.end() :]
             return "\n".join(lines)
         return right
 

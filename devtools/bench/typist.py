@@ -202,8 +202,9 @@ def _starts_token(text: str, at: int) -> bool:
     return not (word(prev) and word(cur))
 
 
-def plan_file(path: str | Path, text: str, language: str, keystrokes: int = 300, seed: int = 0,
-              model: TypistModel | None = None) -> FilePlan:
+def plan_file(
+    path: str | Path, text: str, language: str, keystrokes: int = 300, seed: int = 0, model: TypistModel | None = None
+) -> FilePlan:
     """Plan how the typist writes about ``keystrokes`` keys of ``text`` (see module doc)."""
     model = model or TypistModel()
     name = Path(path).name
@@ -220,7 +221,7 @@ def plan_file(path: str | Path, text: str, language: str, keystrokes: int = 300,
         long_len = rng.uniform(model.long_pause_min_s, model.long_pause_max_s)
         delay, pause = iki, ""
         if k > 0 and not text.startswith("\n", a):
-            if "\n" in text[spans[k - 1][0]:spans[k - 1][1]] and model.line_end_median_ms > 0:
+            if "\n" in text[spans[k - 1][0] : spans[k - 1][1]] and model.line_end_median_ms > 0:
                 delay, pause = iki + line_end, PAUSE_LINE_END
             elif long_roll < model.long_pause_p and _starts_token(text, a):
                 delay, pause = iki + long_len, PAUSE_LONG

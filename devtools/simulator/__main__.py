@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from .latency import LatencyModel
-from .shared_engine import EngineConfig
 from .server import DEFAULT_MODEL, DEFAULT_OUTPUT, SimulatedBackend
+from .shared_engine import EngineConfig
 
 logger = logging.getLogger("devtools.simulator")
 
@@ -35,17 +35,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None, help="if set, require 'Authorization: Bearer KEY'")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="default output text")
     e = p.add_argument_group("shared engine (see devtools/simulator/shared_engine.py)")
-    e.add_argument("--engine-capacity", type=int, default=None, metavar="N",
-                   help="pace /v1 generation by a shared engine running N sequences at once "
-                        "(a FIFO queue beyond, a prefix cache, batched decoding); off by default")
-    e.add_argument("--prefill-tps", type=float, default=2000.0,
-                   help="engine: shared prefill speed, prompt tokens/s (default 2000)")
-    e.add_argument("--decode-tps", type=float, default=50.0,
-                   help="engine: decoding speed of one sequence alone, tokens/s (default 50)")
-    e.add_argument("--batch-slowdown", type=float, default=0.1,
-                   help="engine: extra step time per additional sequence, fraction (default 0.1)")
-    e.add_argument("--engine-overhead-ms", type=float, default=30.0,
-                   help="engine: constant per-request overhead, ms (default 30)")
+    e.add_argument(
+        "--engine-capacity",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pace /v1 generation by a shared engine running N sequences at once "
+        "(a FIFO queue beyond, a prefix cache, batched decoding); off by default",
+    )
+    e.add_argument(
+        "--prefill-tps", type=float, default=2000.0, help="engine: shared prefill speed, prompt tokens/s (default 2000)"
+    )
+    e.add_argument(
+        "--decode-tps",
+        type=float,
+        default=50.0,
+        help="engine: decoding speed of one sequence alone, tokens/s (default 50)",
+    )
+    e.add_argument(
+        "--batch-slowdown",
+        type=float,
+        default=0.1,
+        help="engine: extra step time per additional sequence, fraction (default 0.1)",
+    )
+    e.add_argument(
+        "--engine-overhead-ms", type=float, default=30.0, help="engine: constant per-request overhead, ms (default 30)"
+    )
     e.add_argument("--rpm", type=int, default=None, help="requests per minute before 429 (default: no limit)")
     e.add_argument("--tpm", type=int, default=None, help="tokens per minute before 429 (default: no limit)")
     p.add_argument("--url-file", type=Path, default=None, help="write the base URL to this file once listening")
@@ -61,9 +76,15 @@ async def _serve(args: argparse.Namespace) -> None:
         latency, host=args.host, port=args.port, model=args.model, api_key=args.api_key, default_output=args.output
     )
     if args.engine_capacity is not None:
-        sim.set_engine(EngineConfig(capacity=args.engine_capacity, prefill_tps=args.prefill_tps,
-                                    decode_tps=args.decode_tps, batch_slowdown=args.batch_slowdown,
-                                    overhead_ms=args.engine_overhead_ms))
+        sim.set_engine(
+            EngineConfig(
+                capacity=args.engine_capacity,
+                prefill_tps=args.prefill_tps,
+                decode_tps=args.decode_tps,
+                batch_slowdown=args.batch_slowdown,
+                overhead_ms=args.engine_overhead_ms,
+            )
+        )
     if args.rpm is not None or args.tpm is not None:
         sim.set_rate_limits(args.rpm, args.tpm)
     stop = asyncio.Event()

@@ -112,8 +112,12 @@ def add_control_routes(app: web.Application, sim: SimulatedBackend) -> None:
             wait = data.get("retry_after_s")
             if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))):
                 raise ValueError("'retry_after_s' must be a number of seconds or null")
-            sim.set_rate_limits(data.get("rpm"), data.get("tpm"), retry_after_s=wait,
-                                send_retry_after=bool(data.get("send_retry_after", True)))
+            sim.set_rate_limits(
+                data.get("rpm"),
+                data.get("tpm"),
+                retry_after_s=wait,
+                send_retry_after=bool(data.get("send_retry_after", True)),
+            )
         except ValueError as exc:
             return _bad(str(exc))
         return web.json_response(sim.rate_limiter.to_dict())

@@ -4,13 +4,16 @@ server's recorder, faults, latency model and state)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .faults import Fault
 from .latency import LatencyModel
 from .ratelimits import RateLimiter
 from .shared_engine import EngineConfig, SharedEngine
+
+if TYPE_CHECKING:
+    from .server import Responder
 
 
 class Controls:
@@ -59,8 +62,14 @@ class Controls:
         self._faults.clear()
         self._persistent_faults.clear()
 
-    def set_rate_limits(self, rpm: int | None = None, tpm: int | None = None, *,
-                        retry_after_s: float | None = None, send_retry_after: bool = True) -> None:
+    def set_rate_limits(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        *,
+        retry_after_s: float | None = None,
+        send_retry_after: bool = True,
+    ) -> None:
         """Limit the generation endpoints to ``rpm`` requests and ``tpm`` tokens per
         sliding minute (None: no limit; both None turns limits off), as a shared
         SiliconFlow key is. A request over a limit gets 429 with SiliconFlow's body naming
@@ -94,5 +103,8 @@ class Controls:
         without an engine."""
         if self.engine is None:
             return None
-        return {**self.engine.stats(), "rate_limited": self.rate_limiter.refused - self._refused_base,
-                "rate_limits": self.rate_limiter.to_dict()}
+        return {
+            **self.engine.stats(),
+            "rate_limited": self.rate_limiter.refused - self._refused_base,
+            "rate_limits": self.rate_limiter.to_dict(),
+        }

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Union
+from typing import Any
 
-JsonBody = Union[dict, list, str, None]
+JsonBody = dict | list | str | None
 
 #: Paths a fault applies to when it names none: the generating endpoints (OpenAI's two,
 #: llama-server's ``/infill`` and Ollama's ``/api/generate``).

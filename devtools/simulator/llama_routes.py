@@ -17,7 +17,6 @@ from .recorder import RecordedRequest
 from .responses import WholeAnswer, apply_plain_fault, respond_whole, send, send_status, stream_frames
 from .tokens import OutputPlan, plan_output
 
-
 logger = logging.getLogger(__name__)
 
 
@@ -40,8 +39,9 @@ class LlamaServerRoutes:
         Raises:
             ValueError: for a speed that is not a number > 0.
         """
-        if tokens_per_s is not None and (isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float))
-                                         or not tokens_per_s > 0):
+        if tokens_per_s is not None and (
+            isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float)) or not tokens_per_s > 0
+        ):
             raise ValueError(f"tokens_per_s must be a number > 0 or None, got {tokens_per_s!r}")
         self.infill_prefill_tps = None if tokens_per_s is None else float(tokens_per_s)
 
@@ -58,7 +58,9 @@ class LlamaServerRoutes:
 
     async def _infill(self, request: web.Request, record: RecordedRequest, body_ok: bool) -> web.StreamResponse:
         if self._auth_failed(request):
-            return await send_status(request, record, 401, engines.llama_error(401, "Invalid API Key", "authentication_error"))
+            return await send_status(
+                request, record, 401, engines.llama_error(401, "Invalid API Key", "authentication_error")
+            )
         if self.loading_s > 0:
             return await send_status(request, record, 503, engines.LOADING_BODY)
         try:
@@ -108,8 +110,16 @@ class LlamaServerRoutes:
         shape = WholeAnswer(final)
         return await respond_whole(request, record, shape, plan, 0, fault, latency)  # type: ignore[arg-type]
 
-    async def _infill_on_slot(self, request: web.Request, record: RecordedRequest, params: engines.InfillParams,
-                              plan: OutputPlan, fault: Fault | None, prompt: list[str], text: str) -> web.StreamResponse:
+    async def _infill_on_slot(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        params: engines.InfillParams,
+        plan: OutputPlan,
+        fault: Fault | None,
+        prompt: list[str],
+        text: str,
+    ) -> web.StreamResponse:
         """``/infill`` on the one slot with a timed prompt evaluation (see set_infill_prefill)."""
         tps = self.infill_prefill_tps
         assert tps is not None
@@ -133,12 +143,18 @@ class LlamaServerRoutes:
             record.prompt_tokens_cached = cache_n
             record.prompt_tokens_evaluated = prompt_n
             latency = self.latency
-            stats = engines.InfillStats(model=self.model, prompt_n=prompt_n, cache_n=cache_n,
-                                        stop_word=engines.stopping_word(text, params.stop),
-                                        ttft_ms=latency.ttft_ms, tokens_per_s=latency.tokens_per_s)
+            stats = engines.InfillStats(
+                model=self.model,
+                prompt_n=prompt_n,
+                cache_n=cache_n,
+                stop_word=engines.stopping_word(text, params.stop),
+                ttft_ms=latency.ttft_ms,
+                tokens_per_s=latency.tokens_per_s,
+            )
             if params.stream:
-                resp = await stream_frames(request, record, engines.InfillFraming(stats), plan, fault, latency,
-                                           self._recorder.changed)
+                resp = await stream_frames(
+                    request, record, engines.InfillFraming(stats), plan, fault, latency, self._recorder.changed
+                )
             else:
                 final = stats.final(plan)
                 final["content"] = plan.text

@@ -8,10 +8,6 @@ import asyncio
 import logging
 import time
 
-
-from . import engines
-
-
 logger = logging.getLogger(__name__)
 
 

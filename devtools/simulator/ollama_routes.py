@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from aiohttp import web
 
@@ -16,7 +16,6 @@ from .protocol import RequestError
 from .recorder import RecordedRequest
 from .responses import WholeAnswer, respond_whole, send, send_status, stream_frames
 from .tokens import count_tokens, plan_output
-
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +48,12 @@ class OllamaRoutes:
                 "modified_at": "2025-01-01T00:00:00Z",
                 "size": 986_000_000,
                 "digest": uuid.uuid5(uuid.NAMESPACE_URL, n).hex * 2,
-                "details": {"format": "gguf", "family": "qwen2", "parameter_size": "1.5B", "quantization_level": "Q4_K_M"},
+                "details": {
+                    "format": "gguf",
+                    "family": "qwen2",
+                    "parameter_size": "1.5B",
+                    "quantization_level": "Q4_K_M",
+                },
             }
             for n in names
         ]
@@ -76,7 +80,13 @@ class OllamaRoutes:
         load_s = self.loading_s
         if not params.prompt and not params.suffix:  # only load the model
             await asyncio.sleep(load_s)
-            body = {"model": params.model, "created_at": engines.created_at(), "response": "", "done": True, "done_reason": "load"}
+            body = {
+                "model": params.model,
+                "created_at": engines.created_at(),
+                "response": "",
+                "done": True,
+                "done_reason": "load",
+            }
             resp = await send(request, record, web.json_response(body))
             record.completed = True
             return resp
@@ -89,7 +99,9 @@ class OllamaRoutes:
             text = await self._output_text(record.body)
         except Exception:
             logger.exception("simulated backend: responder failed for request #%d", record.index)
-            return await send_status(request, record, 500, {"error": "an error was encountered while running the model"})
+            return await send_status(
+                request, record, 500, {"error": "an error was encountered while running the model"}
+            )
 
         plan = plan_output(text, params.stop, params.num_predict)
         record.tokens_total = len(plan.pieces)
@@ -103,7 +115,13 @@ class OllamaRoutes:
         )
         if params.stream:
             return await stream_frames(
-                request, record, engines.OllamaFraming(stats), plan, fault, latency, self._recorder.changed,
+                request,
+                record,
+                engines.OllamaFraming(stats),
+                plan,
+                fault,
+                latency,
+                self._recorder.changed,
                 extra_delay_s=load_s,
             )
         if load_s:

@@ -12,12 +12,11 @@ from functools import partial
 
 from aiohttp import web
 
-from .shared_engine import engine_prompt, engine_stream, engine_whole
 from .protocol import ChatShape, CompletionShape, RequestError, Shape, error_body, parse_generation
 from .recorder import RecordedRequest
 from .responses import Framing, apply_plain_fault, hang_before_answering, respond_whole, send, send_status, stream
+from .shared_engine import engine_prompt, engine_stream, engine_whole
 from .tokens import plan_output
-
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +93,16 @@ class OpenAIRoutes:
         if self.engine is not None:
             text_in = engine_prompt(record.body)
             if params.stream:
-                return await engine_stream(self.engine, request, record, Framing(shape, params.prompt_tokens), plan,
-                                           fault, text_in, self._recorder.changed)
+                return await engine_stream(
+                    self.engine,
+                    request,
+                    record,
+                    Framing(shape, params.prompt_tokens),
+                    plan,
+                    fault,
+                    text_in,
+                    self._recorder.changed,
+                )
             return await engine_whole(self.engine, request, record, shape, plan, params.prompt_tokens, fault, text_in)
         if params.stream:
             return await stream(

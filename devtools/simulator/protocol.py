@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .tokens import count_tokens
 
@@ -80,9 +81,7 @@ def parse_generation(body: Any, chat: bool, default_model: str) -> GenerationPar
         raise invalid(f"`stop` accepts at most {MAX_STOP_SEQUENCES} sequences, got {len(stop)}")
 
     max_tokens = body.get("max_tokens")
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0
-    ):
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
         raise invalid("`max_tokens` must be a non-negative integer")
 
     prompt_tokens = 0
@@ -168,8 +167,12 @@ class CompletionShape(Shape):
     def token_chunk(self, text: str) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": None}
         if self.logprob is not None:
-            choice["logprobs"] = {"tokens": [text], "token_logprobs": [self.logprob(text)],
-                                  "top_logprobs": None, "text_offset": [0]}
+            choice["logprobs"] = {
+                "tokens": [text],
+                "token_logprobs": [self.logprob(text)],
+                "top_logprobs": None,
+                "text_offset": [0],
+            }
         return self._envelope(self.chunk_object, [choice])
 
     def final_chunk(self, finish_reason: str, use: dict[str, int]) -> dict[str, Any]:
@@ -198,9 +201,7 @@ class ChatShape(Shape):
         ]
 
     def token_chunk(self, text: str) -> dict[str, Any]:
-        return self._envelope(
-            self.chunk_object, [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
-        )
+        return self._envelope(self.chunk_object, [{"index": 0, "delta": {"content": text}, "finish_reason": None}])
 
     def final_chunk(self, finish_reason: str, use: dict[str, int]) -> dict[str, Any]:
         return self._envelope(

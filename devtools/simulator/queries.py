@@ -4,8 +4,7 @@ faults, latency model and state)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
+from collections.abc import Callable
 
 from .recorder import RecordedRequest
 
@@ -26,9 +25,7 @@ class RecordQueries:
         """
         await self._recorder.wait_until(predicate, timeout, "the condition")
 
-    async def wait_for_requests(
-        self, n: int, timeout: float = 5.0, path: str | None = None
-    ) -> list[RecordedRequest]:
+    async def wait_for_requests(self, n: int, timeout: float = 5.0, path: str | None = None) -> list[RecordedRequest]:
         """Wait until at least ``n`` requests (on ``path``, if given) have arrived.
 
         Returns the matching records. Raises TimeoutError after ``timeout`` seconds.
@@ -64,8 +61,7 @@ class RecordQueries:
         """
         records = self._recorder.records
         await self._recorder.wait_until(
-            lambda: index < len(records)
-            and (records[index].disconnected or records[index].ended_at is not None),
+            lambda: index < len(records) and (records[index].disconnected or records[index].ended_at is not None),
             timeout,
             f"request #{index} to be disconnected",
         )

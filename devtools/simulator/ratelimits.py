@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .faults import SILICONFLOW_ERRORS
 from .tokens import count_tokens
@@ -63,8 +64,15 @@ class RateLimiter:
     ``clock`` returns seconds (monotonic). ``refused`` counts the 429s sent.
     """
 
-    def __init__(self, rpm: int | None = None, tpm: int | None = None, *, retry_after_s: float | None = None,
-                 send_retry_after: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        *,
+        retry_after_s: float | None = None,
+        send_retry_after: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         for name, v in (("rpm", rpm), ("tpm", tpm)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
@@ -122,5 +130,10 @@ class RateLimiter:
         self._admitted.clear()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rpm": self.rpm, "tpm": self.tpm, "retry_after_s": self.retry_after_s,
-                "send_retry_after": self.send_retry_after, "refused": self.refused}
+        return {
+            "rpm": self.rpm,
+            "tpm": self.tpm,
+            "retry_after_s": self.retry_after_s,
+            "send_retry_after": self.send_retry_after,
+            "refused": self.refused,
+        }

@@ -11,7 +11,8 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -34,8 +35,10 @@ def close_transport(request: web.Request) -> None:
 
 
 #: What a ``drip`` fault trickles: a valid start of a streamed answer.
-DRIP_BYTES = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-              b"1e\r\ndata: {\"choices\": [{\"text\": \"x\"}]}\r\n")
+DRIP_BYTES = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b'1e\r\ndata: {"choices": [{"text": "x"}]}\r\n'
+)
 
 
 async def hang_before_answering(request: web.Request, fault: Any) -> None:
@@ -48,9 +51,9 @@ async def hang_before_answering(request: web.Request, fault: Any) -> None:
         for i in range(len(DRIP_BYTES)):
             if transport.is_closing():
                 break
-            transport.write(DRIP_BYTES[i:i + 1])
+            transport.write(DRIP_BYTES[i : i + 1])
             await asyncio.sleep(fault.keepalive_s or 1.0)
-    while True:
+    while True:  # noqa: ASYNC110 - nothing to wait for: the handler is only ever cancelled
         await asyncio.sleep(3600)  # only cancelled: aiohttp cancels the handler when the client leaves
 
 
@@ -63,15 +66,16 @@ async def send(request: web.Request, record: RecordedRequest, resp: web.Response
     return resp
 
 
-async def send_status(request: web.Request, record: RecordedRequest, status: int, body: Any,
-                      headers: Any = ()) -> web.Response:
+async def send_status(
+    request: web.Request, record: RecordedRequest, status: int, body: Any, headers: Any = ()
+) -> web.Response:
     """Answer ``status`` with ``body``: a str goes as ``text/plain``, anything else as JSON.
     ``headers`` (a mapping or ``((name, value), ...)``) are added to the answer."""
     if isinstance(body, str):
         resp = web.Response(status=status, text=body, content_type="text/plain")
     else:
         resp = web.json_response(body, status=status)
-    for name, value in (headers.items() if hasattr(headers, "items") else headers):
+    for name, value in headers.items() if hasattr(headers, "items") else headers:
         resp.headers[name] = value
     return await send(request, record, resp)
 
@@ -202,9 +206,7 @@ async def stream(
     and ``usage``, ``data: [DONE]``. A fault acts just before token
     ``fault.after_tokens`` (or before the final chunk if the answer has fewer tokens).
     """
-    return await stream_frames(
-        request, record, Framing(shape, prompt_tokens), plan, fault, latency, on_token
-    )
+    return await stream_frames(request, record, Framing(shape, prompt_tokens), plan, fault, latency, on_token)
 
 
 async def stream_frames(
@@ -274,8 +276,9 @@ async def write_token(resp: web.StreamResponse, record: RecordedRequest, framing
     record.text_sent += piece
 
 
-async def close_stream(resp: web.StreamResponse, record: RecordedRequest, framing: Framing,
-                       plan: OutputPlan) -> web.StreamResponse:
+async def close_stream(
+    resp: web.StreamResponse, record: RecordedRequest, framing: Framing, plan: OutputPlan
+) -> web.StreamResponse:
     """Write ``framing.closing()`` and mark the request completed."""
     for frame in framing.closing(plan):
         await resp.write(frame)

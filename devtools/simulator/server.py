@@ -9,27 +9,25 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Awaitable, Callable, Iterable, Union
+from typing import Any
 
 from aiohttp import web
 
-from . import engines
 from .control import add_control_routes
+from .controls import Controls
 from .faults import COMPLETION_PATHS, Fault
 from .latency import LatencyModel
-from .ratelimits import RateLimiter
-from .shared_engine import EngineConfig, SharedEngine
-from .recorder import RecordedRequest, Recorder, redact_headers
-from .responses import send_status, stream
-from .tokens import plan_output
-
-from .controls import Controls
 from .llama_routes import LlamaServerRoutes
 from .loading import ModelLoading
 from .ollama_routes import OllamaRoutes
 from .openai_routes import OpenAIRoutes
 from .queries import RecordQueries
+from .ratelimits import RateLimiter
+from .recorder import RecordedRequest, Recorder, redact_headers
+from .responses import send_status
+from .shared_engine import SharedEngine
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +35,7 @@ DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"
 DEFAULT_OUTPUT = "return a + b\n"
 
 #: Maps a request's JSON body to the full output text (may be ``async``).
-Responder = Callable[[dict], Union[str, Awaitable[str]]]
+Responder = Callable[[dict], str | Awaitable[str]]
 
 
 class SimulatedBackend(Controls, RecordQueries, OpenAIRoutes, LlamaServerRoutes, OllamaRoutes, ModelLoading):
@@ -346,10 +344,6 @@ class SimulatedBackend(Controls, RecordQueries, OpenAIRoutes, LlamaServerRoutes,
     # -- llama-server -----------------------------------------------------------------
 
     # -- Ollama -----------------------------------------------------------------------
-
-
-
-
 
 
 def _peer_port(request: web.Request) -> int | None:

@@ -72,9 +72,10 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, fields
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 
@@ -305,15 +306,23 @@ class SharedEngine:
             "prefill_busy_s": round(self._prefill_busy, 3),
             "prefill_utilisation": round(min(self._prefill_busy, wall) / wall, 4),
             **self._counters,
-            "queue_ms": {"p50": _ms(_nearest_rank(q, 50)), "p90": _ms(_nearest_rank(q, 90)),
-                         "max": _ms(max(q) if q else None), "samples": len(q)},
+            "queue_ms": {
+                "p50": _ms(_nearest_rank(q, 50)),
+                "p90": _ms(_nearest_rank(q, 90)),
+                "max": _ms(max(q) if q else None),
+                "samples": len(q),
+            },
             "max_queue_length": self._max_queue,
             "max_active": self._max_active,
             "active": self._active,
             "queued": self.queued,
             "cache_blocks": len(self._cache),
-            "timer_lateness_ms": {"p50": _ms(_nearest_rank(lat, 50)), "p90": _ms(_nearest_rank(lat, 90)),
-                                  "max": _ms(max(lat) if lat else None), "samples": len(lat)},
+            "timer_lateness_ms": {
+                "p50": _ms(_nearest_rank(lat, 50)),
+                "p90": _ms(_nearest_rank(lat, 90)),
+                "max": _ms(max(lat) if lat else None),
+                "samples": len(lat),
+            },
         }
 
     # -- prefix cache -----------------------------------------------------------------
@@ -324,7 +333,7 @@ class SharedEngine:
         out: list[int] = []
         h = 0
         for i in range(0, len(pieces) - n + 1, n):
-            h = hash((h, tuple(pieces[i:i + n])))
+            h = hash((h, tuple(pieces[i : i + n])))
             out.append(h)
         return out
 
@@ -416,6 +425,7 @@ class SharedEngine:
 
 
 # -- serving through the engine -----------------------------------------------------------
+
 
 def _steps(plan: OutputPlan) -> int:
     return len(plan.pieces) + (1 if plan.finish_reason == "stop" else 0)

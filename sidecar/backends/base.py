@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Protocol
-
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 

@@ -10,29 +10,71 @@ password of ours or the user's reaches it. A variable whose value equals one of 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 #: Variables passed through by exact name.
-ALLOWED_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM",
-    "TMPDIR", "TMP", "TEMP", "PWD",
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "DYLD_LIBRARY_PATH",
-    "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED",
-    "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT",  # Windows essentials
-    "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
-    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS",
-})
+ALLOWED_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "PWD",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "DYLD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONUNBUFFERED",
+        "SYSTEMROOT",
+        "WINDIR",
+        "COMSPEC",
+        "PATHEXT",  # Windows essentials
+        "XDG_CACHE_HOME",
+        "XDG_RUNTIME_DIR",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+        "OPENBLAS_NUM_THREADS",
+    }
+)
 
 #: Variables passed through by prefix (runtime knobs; none of these carries a secret).
-ALLOWED_PREFIXES = ("LC_", "OMP_", "KMP_", "MKL_", "GOMP_", "CUDA_", "NVIDIA_", "HIP_", "ROCR_", "HSA_",
-                    "GGML_", "LLAMA_", "SIDECAR_ENGINE_")
+ALLOWED_PREFIXES = (
+    "LC_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "GOMP_",
+    "CUDA_",
+    "NVIDIA_",
+    "HIP_",
+    "ROCR_",
+    "HSA_",
+    "GGML_",
+    "LLAMA_",
+    "SIDECAR_ENGINE_",
+)
 
 #: Name fragments that always mean "secret", even under an allowed prefix.
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
-def child_environment(extra: Mapping[str, str] | None = None, *, secrets: Iterable[str | None] = (),
-                      environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_environment(
+    extra: Mapping[str, str] | None = None,
+    *,
+    secrets: Iterable[str | None] = (),
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The allowed part of ``environ`` (default ``os.environ``) plus ``extra``.
 
     Drops every variable whose name contains KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or

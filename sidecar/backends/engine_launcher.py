@@ -152,8 +152,12 @@ def install_logprobs() -> None:
                 for t in toks:
                     offsets.append(offset)
                     offset += len(t)
-                lp: dict[str, Any] = {"tokens": toks, "text_offset": offsets,
-                                      "token_logprobs": [v for _, v in taken], "top_logprobs": [None] * len(toks)}
+                lp: dict[str, Any] = {
+                    "tokens": toks,
+                    "text_offset": offsets,
+                    "token_logprobs": [v for _, v in taken],
+                    "top_logprobs": [None] * len(toks),
+                }
                 for choice in chunk.get("choices") or ():
                     choice["logprobs"] = lp
                 yield chunk
@@ -173,8 +177,10 @@ def main(argv: list[str] | None = None) -> None:
     import llama_cpp
 
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
-    sys.stderr.write(f"sidecar engine launcher: llama-cpp-python {llama_cpp.__version__}, "
-                     f"use_extra_bufts=false; system info: {info}\n")
+    sys.stderr.write(
+        f"sidecar engine launcher: llama-cpp-python {llama_cpp.__version__}, "
+        f"use_extra_bufts=false; system info: {info}\n"
+    )
     sys.stderr.flush()
     from llama_cpp.server.__main__ import main as server_main
 

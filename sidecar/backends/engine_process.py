@@ -76,9 +76,15 @@ class EngineProcess:
     keep out of it even under an allowed name (the configured API key).
     """
 
-    def __init__(self, model_path: str | None, *, n_ctx: int = 2048, n_gpu_layers: int | None = 0,
-                 threads: int | None = None,
-                 secrets: tuple[str | None, ...] = ()) -> None:
+    def __init__(
+        self,
+        model_path: str | None,
+        *,
+        n_ctx: int = 2048,
+        n_gpu_layers: int | None = 0,
+        threads: int | None = None,
+        secrets: tuple[str | None, ...] = (),
+    ) -> None:
         self.model_path = Path(model_path) if model_path else None
         self.n_ctx = n_ctx
         if n_gpu_layers is None:  # the default: every layer where the build can offload
@@ -108,18 +114,27 @@ class EngineProcess:
     def command(self, model: Path) -> list[str]:
         """The child's command line: our launcher with llama-cpp-python server options."""
         cmd = [
-            sys.executable, "-m", "sidecar.backends.engine_launcher",
-            "--model", str(model),
-            "--model_alias", model.stem,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
-            "--n_gpu_layers", str(self.n_gpu_layers),
+            sys.executable,
+            "-m",
+            "sidecar.backends.engine_launcher",
+            "--model",
+            str(model),
+            "--model_alias",
+            model.stem,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_gpu_layers",
+            str(self.n_gpu_layers),
             # Logits for the last token only: the server's default (True) computes them for
             # every prompt token, a n_ctx x vocabulary buffer (152k tokens for Qwen2.5-Coder):
             # a cold 1,500-token prompt took ~30 % longer and 3x the memory (docs/architecture.md,
             # "Local code models").
-            "--logits_all", "False",
+            "--logits_all",
+            "False",
         ]
         cmd += ["--n_threads", str(self.threads or default_threads())]
         return cmd
@@ -130,8 +145,11 @@ class EngineProcess:
         so call it off the event loop. Raises what :meth:`spawn` raises for these causes.
         A file whose header was checked once is not read again."""
         if not engine_installed():
-            raise BackendError(ENGINE_MISSING, f"the embedded engine (llama-cpp-python) is not installed: "
-                                               f"{INSTALL_HINT}", permanent=True)
+            raise BackendError(
+                ENGINE_MISSING,
+                f"the embedded engine (llama-cpp-python) is not installed: {INSTALL_HINT}",
+                permanent=True,
+            )
         model = self.model_path or shipped_model_path()
         if self._checked != model:
             check_model_file(model, header=header)

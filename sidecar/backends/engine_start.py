@@ -40,7 +40,7 @@ def warmup_prompt(functions: int = 2) -> str:
     prompt like a real one."""
     lines = ["# Inventory helpers: stock levels, reorder points and a small report.", ""]
     items = ("apples", "pears", "plums", "cherries", "grapes", "lemons", "limes", "figs")
-    for i, item in enumerate(items[:max(1, min(functions, len(items)))]):
+    for i, item in enumerate(items[: max(1, min(functions, len(items)))]):
         lines += [
             f"def reorder_{item}(stock: int, daily_use: float, lead_days: int = {i + 2}) -> int:",
             f'    """How many {item} to order so stock lasts the lead time plus a week."""',
@@ -61,8 +61,9 @@ class EngineStartError(BackendError):
     by a signal or exited during the warm-up prompt (it loaded, then failed on a real
     prompt); ``returncode`` is the process's (negative: the signal)."""
 
-    def __init__(self, message: str, *, returncode: int | None = None, crashed: bool = False,
-                 permanent: bool = False) -> None:
+    def __init__(
+        self, message: str, *, returncode: int | None = None, crashed: bool = False, permanent: bool = False
+    ) -> None:
         super().__init__(ENGINE, message, permanent=permanent)
         self.returncode = returncode
         self.crashed = crashed

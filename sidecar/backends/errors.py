@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .. import providers as P
 from ..observability.redact import redact
@@ -126,8 +126,16 @@ def bad_key_message(backend: str, status: int, hint: str = DEFAULT_KEY_HINT) -> 
     return f"{backend} rejected the API key (HTTP {status}). {hint}"
 
 
-def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix: bool = False,
-             headers: Mapping[str, str] | None = None, key_hint: str = DEFAULT_KEY_HINT) -> BackendError:
+def classify(
+    status: int,
+    body: bytes,
+    *,
+    backend: str,
+    model: str,
+    used_suffix: bool = False,
+    headers: Mapping[str, str] | None = None,
+    key_hint: str = DEFAULT_KEY_HINT,
+) -> BackendError:
     """Map an HTTP error response to a BackendError with a clear message.
 
     ``backend`` and ``model`` name the upstream in the message. ``used_suffix`` marks a
@@ -174,5 +182,7 @@ def classify(status: int, body: bytes, *, backend: str, model: str, used_suffix:
     if status in (400, 422) and used_suffix:
         return BackendError(FIM_UNSUPPORTED, f"{where} does not accept a FIM suffix: {msg}", status, msg)
     if status in (400, 404, 422):
-        return BackendError(BAD_REQUEST, f"{where} refused the request (HTTP {status}): {msg or 'no details'}", status, msg)
+        return BackendError(
+            BAD_REQUEST, f"{where} refused the request (HTTP {status}): {msg or 'no details'}", status, msg
+        )
     return BackendError(UNKNOWN, f"{where} failed with HTTP {status}: {msg or 'no details'}", status, msg)

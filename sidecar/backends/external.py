@@ -13,7 +13,8 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2 as httpx
 
@@ -101,7 +102,9 @@ async def wait_until_ok(
         except httpx.TransportError as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if refused_fails_fast and refused and isinstance(exc, httpx.ConnectError):
-                raise BackendError(ENGINE, f"{engine} is not running at {backend.base_url} ({last}); {start_hint}") from None
+                raise BackendError(
+                    ENGINE, f"{engine} is not running at {backend.base_url} ({last}); {start_hint}"
+                ) from None
         if time.perf_counter() + delay > deadline:
             if refused:
                 raise BackendError(
@@ -144,8 +147,16 @@ class ExternalEngineBackend(OpenAICompatBackend):
     loads_models = True  # llama-server and Ollama load a model on a request (Ollama after keep_alive)
     start_hint = "start it and check the URL."
 
-    def __init__(self, *, name: str, provider: str = LOCAL.name, base_url: str, model: str,
-                 ready_timeout_s: float = 120.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        provider: str = LOCAL.name,
+        base_url: str,
+        model: str,
+        ready_timeout_s: float = 120.0,
+        **kwargs: Any,
+    ) -> None:
         root = base_url.rstrip("/")
         if root.endswith("/v1"):
             root = root[: -len("/v1")]
@@ -178,8 +189,14 @@ class ExternalEngineBackend(OpenAICompatBackend):
 
     async def _become_ready(self) -> None:
         deadline = time.perf_counter() + self.ready_timeout_s
-        await wait_until_ok(self, self.health_path, self.ready_timeout_s,
-                            engine=self.engine_label, start_hint=self.start_hint, refused_fails_fast=True)
+        await wait_until_ok(
+            self,
+            self.health_path,
+            self.ready_timeout_s,
+            engine=self.engine_label,
+            start_hint=self.start_hint,
+            refused_fails_fast=True,
+        )
         await self._after_ready(deadline)
         self._ready = True
         log.info("%s ready at %s", self.name, self.base_url)

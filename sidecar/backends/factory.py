@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from .. import providers as P
 from ..config import Settings
@@ -121,11 +122,19 @@ def _external(settings: Settings, **extra: Any) -> dict[str, Any]:
     """The arguments every external engine's backend takes."""
     url = settings.local_url
     assert url, "validated in config.build"
-    return dict(name=f"{settings.engine.label} at {url}", provider=P.LOCAL.name, base_url=url,
-                model=settings.local_model or "default",
-                connect_timeout_ms=settings.connect_timeout_ms, read_timeout_ms=settings.request_timeout_ms,
-                api_key=settings.local_api_key, headers=dict(settings.local_headers), user=settings.user,
-                trust_env=settings.trust_env, **extra)
+    return dict(
+        name=f"{settings.engine.label} at {url}",
+        provider=P.LOCAL.name,
+        base_url=url,
+        model=settings.local_model or "default",
+        connect_timeout_ms=settings.connect_timeout_ms,
+        read_timeout_ms=settings.request_timeout_ms,
+        api_key=settings.local_api_key,
+        headers=dict(settings.local_headers),
+        user=settings.user,
+        trust_env=settings.trust_env,
+        **extra,
+    )
 
 
 def _llama_server(settings: Settings) -> Any:

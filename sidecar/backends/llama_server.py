@@ -19,8 +19,9 @@ Follows llama-server's README (tools/server/README.md in llama.cpp):
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx2 as httpx
 
@@ -45,10 +46,10 @@ class LlamaServerBackend(ExternalEngineBackend):
     engine_label = LLAMA_SERVER.label
     start_hint = "start it with `llama-server -m MODEL.gguf --port PORT` and check the URL."
 
-    def __init__(self, *, name: str = LLAMA_SERVER.label, base_url: str, model: str = LLAMA_SERVER.name,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, name: str = LLAMA_SERVER.label, base_url: str, model: str = LLAMA_SERVER.name, **kwargs: Any
+    ) -> None:
         super().__init__(name=name, base_url=base_url, model=model, **kwargs)
-
 
     def _routed(self, req: UpstreamRequest) -> UpstreamRequest:
         """OpenAI-shaped requests (endpoint ``completions`` or ``chat/completions``, e.g. a
@@ -60,8 +61,9 @@ class LlamaServerBackend(ExternalEngineBackend):
         404 (a wrong URL or a server too old for ``/infill``) raises BAD_REQUEST; 503
         with every slot taken raises OVERLOADED."""
         if req.endpoint in ("completions", "chat/completions"):
-            return UpstreamRequest(endpoint="v1/" + req.endpoint, body=req.body, strategy=req.strategy,
-                                   read_timeout_s=req.read_timeout_s)
+            return UpstreamRequest(
+                endpoint="v1/" + req.endpoint, body=req.body, strategy=req.strategy, read_timeout_s=req.read_timeout_s
+            )
         return req
 
     def _named(self, err: BackendError, req: UpstreamRequest) -> BackendError:
@@ -86,8 +88,13 @@ class LlamaServerBackend(ExternalEngineBackend):
             )
         if err.status == 503:
             # A shared engine with every slot taken: the service cools down (ratelimit.py).
-            return BackendError(OVERLOADED, f"{self.name} is busy (HTTP 503): {err.detail or 'no free slot'}", 503,
-                                err.detail, retry_after_s=err.retry_after_s)
+            return BackendError(
+                OVERLOADED,
+                f"{self.name} is busy (HTTP 503): {err.detail or 'no free slot'}",
+                503,
+                err.detail,
+                retry_after_s=err.retry_after_s,
+            )
         return err
 
     async def _deltas(self, resp: httpx.Response, info: StreamInfo, chat: bool) -> AsyncIterator[str]:

@@ -64,14 +64,20 @@ class LocalEngineBackend(BackendBase):
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
     loads_models = True  # the process starts (and loads the model) on the first request
 
-    def __init__(self, engine: ManagedEngine, *, cold_start_timeout_ms: int, read_timeout_ms: int = 30000,
-                 choice: LocalModelChoice | None = None) -> None:
+    def __init__(
+        self,
+        engine: ManagedEngine,
+        *,
+        cold_start_timeout_ms: int,
+        read_timeout_ms: int = 30000,
+        choice: LocalModelChoice | None = None,
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.name = MANAGED.label
         # The model name is the GGUF's file stem: the prompt builder picks the FIM
         # template by it (``qwen2.5-coder-0.5b-instruct`` -> Qwen's FIM tokens).
-        self.model = (engine.model_path.stem if engine.model_path else SHIPPED_MODEL_NAME)
+        self.model = engine.model_path.stem if engine.model_path else SHIPPED_MODEL_NAME
         self.choice = choice
         self._noted = False
         self.cold_start_timeout_s = cold_start_timeout_ms / 1000
@@ -106,7 +112,8 @@ class LocalEngineBackend(BackendBase):
             # the engine with a permanent error before it is ever called ready.
             self.engine.spawn(header=False)
             ready = asyncio.ensure_future(
-                self.engine.wait_ready(self.cold_start_timeout_s, request_grace_s=WARMUP_REQUEST_GRACE_S))
+                self.engine.wait_ready(self.cold_start_timeout_s, request_grace_s=WARMUP_REQUEST_GRACE_S)
+            )
             try:
                 await asyncio.to_thread(self.engine.check)
             except BaseException:
@@ -135,7 +142,10 @@ class LocalEngineBackend(BackendBase):
         self._start_crashes = 0
         if self._client is None:
             self._client = OpenAICompatBackend(
-                name=self.name, provider=self.provider, base_url=self.engine.base_url, model=self.model,
+                name=self.name,
+                provider=self.provider,
+                base_url=self.engine.base_url,
+                model=self.model,
                 read_timeout_ms=self._read_timeout_ms,
             )
         else:
@@ -183,8 +193,9 @@ class LocalEngineBackend(BackendBase):
             raise BackendError(err.kind, err.message, actionable=False) from None
         if not self.engine.alive():
             code = self.engine.proc.returncode if self.engine.proc else None
-            raise BackendError(ENGINE, f"the local engine {describe_exit(code)}; see {self.engine.log_path}",
-                               actionable=False)
+            raise BackendError(
+                ENGINE, f"the local engine {describe_exit(code)}; see {self.engine.log_path}", actionable=False
+            )
 
     async def stream(self, req: UpstreamRequest, info: StreamInfo):
         await self.ensure_ready()
@@ -202,8 +213,11 @@ class LocalEngineBackend(BackendBase):
             # The engine died under this request (a crash on this prompt): say how it
             # ended; the next request restarts it.
             code = self.engine.proc.returncode if self.engine.proc else None
-            raise BackendError(ENGINE, f"the local engine {describe_exit(code)} while answering; its log is "
-                                       f"{self.engine.log_path}", actionable=False) from None
+            raise BackendError(
+                ENGINE,
+                f"the local engine {describe_exit(code)} while answering; its log is {self.engine.log_path}",
+                actionable=False,
+            ) from None
 
     def expect_prompt(self, prompt: object) -> None:
         """A completion request with this prompt waits for the engine: if the warm-up has

@@ -27,8 +27,15 @@ class ManagedEngine(EngineProcess):
     """The engine process (:class:`EngineProcess`, same arguments) and its start-up:
     :meth:`wait_ready` after :meth:`~EngineProcess.spawn`."""
 
-    def __init__(self, model_path: str | None, *, n_ctx: int = 2048, n_gpu_layers: int | None = 0,
-                 threads: int | None = None, secrets: tuple[str | None, ...] = ()) -> None:
+    def __init__(
+        self,
+        model_path: str | None,
+        *,
+        n_ctx: int = 2048,
+        n_gpu_layers: int | None = 0,
+        threads: int | None = None,
+        secrets: tuple[str | None, ...] = (),
+    ) -> None:
         super().__init__(model_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads, secrets=secrets)
         self.warmup_ms: float | None = None
         self.warmup_text: str | None = None  # the warm-up's prompt (for the window budget's prior)
@@ -78,10 +85,13 @@ class ManagedEngine(EngineProcess):
                 except httpx.TransportError:
                     pass
                 if time.perf_counter() > deadline:
-                    raise EngineStartError(f"the local engine was not ready after {timeout_s:.0f} s; see {self.log_path}")
+                    raise EngineStartError(
+                        f"the local engine was not ready after {timeout_s:.0f} s; see {self.log_path}"
+                    )
                 await asyncio.sleep(0.1)
             grace_end = time.perf_counter() + request_grace_s
-            while self.waiting_prompt is None and time.perf_counter() < grace_end:
+            # A short poll: the request that sets it does not know a warm-up is waiting.
+            while self.waiting_prompt is None and time.perf_counter() < grace_end:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
             t = time.perf_counter()
             prompt, self.waiting_prompt = self.waiting_prompt or warmup_prompt(), None
@@ -91,8 +101,12 @@ class ManagedEngine(EngineProcess):
             waiting = prompt != warmup_prompt()
             body = {"prompt": prompt, "max_tokens": 2 if waiting else WARMUP_MAX_TOKENS, "temperature": 0.0}
             try:
-                r = await client.post(f"{self.base_url}/completions", content=json_body(body), headers=JSON_HEADERS,
-                                      timeout=max(1.0, deadline - time.perf_counter()))
+                r = await client.post(
+                    f"{self.base_url}/completions",
+                    content=json_body(body),
+                    headers=JSON_HEADERS,
+                    timeout=max(1.0, deadline - time.perf_counter()),
+                )
                 failure = None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
             except httpx.HTTPError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
@@ -108,5 +122,9 @@ class ManagedEngine(EngineProcess):
                 raise EngineStartError(f"the local engine failed its warm-up prompt ({failure}); see {self.log_path}")
         self.warmup_ms = (time.perf_counter() - t) * 1000
         self.ready_at = time.perf_counter()
-        log.info("local engine ready in %.1f s (warm-up %.0f ms, on %s)", self.ready_at - self.started_at,
-                 self.warmup_ms, "the waiting request's prompt" if waiting else "the built-in prompt")
+        log.info(
+            "local engine ready in %.1f s (warm-up %.0f ms, on %s)",
+            self.ready_at - self.started_at,
+            self.warmup_ms,
+            "the waiting request's prompt" if waiting else "the built-in prompt",
+        )

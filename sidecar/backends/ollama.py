@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx2 as httpx
 
@@ -52,8 +53,16 @@ class OllamaBackend(ExternalEngineBackend):
     engine_label = OLLAMA.label
     start_hint = "start it with `ollama serve` and check the URL."
 
-    def __init__(self, *, name: str = OLLAMA.label, base_url: str, model: str, preload: bool = True,
-                 keep_alive: str = DEFAULT_KEEP_ALIVE, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        name: str = OLLAMA.label,
+        base_url: str,
+        model: str,
+        preload: bool = True,
+        keep_alive: str = DEFAULT_KEEP_ALIVE,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name=name, base_url=base_url, model=model, **kwargs)
         self.preload = preload
         self.keep_alive = keep_alive
@@ -66,12 +75,13 @@ class OllamaBackend(ExternalEngineBackend):
         if self.preload:
             await self._load(max(1.0, deadline - time.perf_counter()))
 
-
     async def _load(self, timeout_s: float) -> None:
         t0 = time.perf_counter()
         body = {"model": self.model, "keep_alive": self.keep_alive, "stream": False}
         try:
-            r = await self._client.post("api/generate", content=json_body(body), headers=JSON_HEADERS, timeout=timeout_s)
+            r = await self._client.post(
+                "api/generate", content=json_body(body), headers=JSON_HEADERS, timeout=timeout_s
+            )
             raw = await r.aread()
         except httpx.TimeoutException:
             raise BackendError(ENGINE, f"{self.name} did not load '{self.model}' within {timeout_s:.0f} s") from None
@@ -94,7 +104,9 @@ class OllamaBackend(ExternalEngineBackend):
         obj = parse_json_object(raw, info) if r.status_code == 200 else None
         models = obj.get("models") if obj else None
         if not isinstance(models, list):
-            raise BackendError(UNKNOWN, f"{self.base_url}/api/tags answered HTTP {r.status_code} without a model list", r.status_code)
+            raise BackendError(
+                UNKNOWN, f"{self.base_url}/api/tags answered HTTP {r.status_code} without a model list", r.status_code
+            )
         return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
 
     def _named(self, err: BackendError, req: UpstreamRequest | None = None) -> BackendError:

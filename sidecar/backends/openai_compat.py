@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from typing import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
 import httpx2 as httpx
@@ -195,8 +195,14 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
                 info.trace_id = resp.headers.get("x-siliconcloud-trace-id") or resp.headers.get("x-request-id")
                 if resp.status_code >= 400:
                     raw = await resp.aread()
-                    raise classify(resp.status_code, raw, backend=self.name, model=self.model,
-                                   used_suffix=req.used_suffix, headers=resp.headers)
+                    raise classify(
+                        resp.status_code,
+                        raw,
+                        backend=self.name,
+                        model=self.model,
+                        used_suffix=req.used_suffix,
+                        headers=resp.headers,
+                    )
                 async for delta in self._deltas(resp, info, chat):
                     yield delta
         except BackendError:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx2 as httpx
 from httpx2 import EventSource, SSEError
@@ -53,7 +53,9 @@ class _OpenAIEvents:
                     resp.status_code,
                 )
             if "error" in obj:
-                raise BackendError(UNKNOWN, f"{self.name} reported an error: {_error_text(obj['error'])}", resp.status_code)
+                raise BackendError(
+                    UNKNOWN, f"{self.name} reported an error: {_error_text(obj['error'])}", resp.status_code
+                )
             text = _text_of(obj, chat, final=True)
             if text:
                 info.first_token_at = time.perf_counter()
@@ -73,7 +75,9 @@ class _OpenAIEvents:
                 if obj is None:
                     continue
                 if "error" in obj:
-                    raise BackendError(UNKNOWN, f"{self.name} reported an error mid-stream: {_error_text(obj['error'])}")
+                    raise BackendError(
+                        UNKNOWN, f"{self.name} reported an error mid-stream: {_error_text(obj['error'])}"
+                    )
                 info.events += 1
                 choices = obj.get("choices")
                 if isinstance(obj.get("usage"), dict):
@@ -113,14 +117,22 @@ def _logprobs_of(choice: dict, out: list[tuple[str, float]]) -> None:
         return
     toks, vals = lp.get("tokens"), lp.get("token_logprobs")
     if isinstance(toks, list) and isinstance(vals, list):
-        out.extend((t, float(v)) for t, v in zip(toks, vals)
-                   if isinstance(t, str) and isinstance(v, (int, float)) and not isinstance(v, bool))
+        out.extend(
+            (t, float(v))
+            for t, v in zip(toks, vals)
+            if isinstance(t, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+        )
         return
     content = lp.get("content")
     if isinstance(content, list):
-        out.extend((c["token"], float(c["logprob"])) for c in content
-                   if isinstance(c, dict) and isinstance(c.get("token"), str)
-                   and isinstance(c.get("logprob"), (int, float)) and not isinstance(c.get("logprob"), bool))
+        out.extend(
+            (c["token"], float(c["logprob"]))
+            for c in content
+            if isinstance(c, dict)
+            and isinstance(c.get("token"), str)
+            and isinstance(c.get("logprob"), (int, float))
+            and not isinstance(c.get("logprob"), bool)
+        )
 
 
 def _text_of(obj: dict | None, chat: bool, final: bool) -> str:

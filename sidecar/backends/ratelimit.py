@@ -27,8 +27,8 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Callable, Mapping
 
 #: The back-off without a stated time: first wait, largest wait (s), and jitter fraction.
 BASE_BACKOFF_S = 1.0
@@ -71,12 +71,13 @@ def parse_retry_after(value: str | None, now_wall: Callable[[], float] = time.ti
     if when is None:
         return None
     if when.tzinfo is None:  # HTTP-dates are UTC (RFC 9110 §5.6.7)
-        when = when.replace(tzinfo=_dt.timezone.utc)
+        when = when.replace(tzinfo=_dt.UTC)
     return max(0.0, when.timestamp() - now_wall())
 
 
-def retry_after_s(headers: Mapping[str, str] | None, message: str = "",
-                  now_wall: Callable[[], float] = time.time) -> float | None:
+def retry_after_s(
+    headers: Mapping[str, str] | None, message: str = "", now_wall: Callable[[], float] = time.time
+) -> float | None:
     """The wait (seconds) an error answer asks for: ``Retry-After`` (RFC 9110 §10.2.3),
     else ``retry-after-ms`` (milliseconds), else a body ``message`` such as "Please try
     again in 20s"; None when none of them says. Header names are case-insensitive."""
@@ -112,9 +113,16 @@ class CoolDown:
     lets one probe through.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
-                 base_s: float = BASE_BACKOFF_S, max_s: float = MAX_BACKOFF_S, jitter: float = JITTER,
-                 probe_after_s: float = PROBE_AFTER_S) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+        base_s: float = BASE_BACKOFF_S,
+        max_s: float = MAX_BACKOFF_S,
+        jitter: float = JITTER,
+        probe_after_s: float = PROBE_AFTER_S,
+    ) -> None:
         self._clock = clock
         self._rand = rand
         self.base_s = base_s

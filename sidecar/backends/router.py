@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .base import BackendBase
 from .errors import CONNECTION, ENGINE, OVERLOADED, TIMEOUT, BackendError
@@ -30,8 +31,13 @@ MAX_COOLDOWN_S = 300.0
 class RouterBackend(BackendBase):
     """Routes each stream to ``local`` or ``cloud``; see the module doc."""
 
-    def __init__(self, local: Any, cloud: Any, on_switch: Callable[[str, str], None] | None = None,
-                 cooldown_s: float = COOLDOWN_S) -> None:
+    def __init__(
+        self,
+        local: Any,
+        cloud: Any,
+        on_switch: Callable[[str, str], None] | None = None,
+        cooldown_s: float = COOLDOWN_S,
+    ) -> None:
         super().__init__()
         self.local = local
         self.cloud = cloud

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import tokens
 from .gate import Features, Gate
@@ -141,8 +141,8 @@ class Acceptance:
             return
         rec = self._open.get(req.uri)
         if rec is not None and req.doc_prefix.startswith(rec.prefix):
-            typed = req.doc_prefix[len(rec.prefix):]
-            rest = rec.text[len(typed):]
+            typed = req.doc_prefix[len(rec.prefix) :]
+            rest = rec.text[len(typed) :]
             if typed and rec.text.startswith(typed) and (rest.startswith(text) or text.startswith(rest)):
                 # The same suggestion, typed through and shown again: still one label.
                 rec.items.add(item)
@@ -150,12 +150,22 @@ class Acceptance:
                 if len(text) > len(rest):
                     rec.text = typed + text
                 return
-        self._open[req.uri] = _Open({item}, {req.id}, req.doc_prefix, req.doc_suffix, text, req.gate_features,
-                                    time.monotonic(), sid)
+        self._open[req.uri] = _Open(
+            {item}, {req.id}, req.doc_prefix, req.doc_suffix, text, req.gate_features, time.monotonic(), sid
+        )
 
     def _remember(self, item_id: str, req: Request, text: str) -> None:
-        self._shown[item_id] = _Shown(req.uri, req.doc_prefix, req.doc_suffix, text, req.ctx.language,
-                                      req.ctx.line_suffix, req.ctx.eol, req.id, self._suggestion(req, text))
+        self._shown[item_id] = _Shown(
+            req.uri,
+            req.doc_prefix,
+            req.doc_suffix,
+            text,
+            req.ctx.language,
+            req.ctx.line_suffix,
+            req.ctx.eol,
+            req.id,
+            self._suggestion(req, text),
+        )
         self._shown.move_to_end(item_id)
         while len(self._shown) > MAX_SHOWN:
             self._shown.popitem(last=False)
@@ -166,8 +176,8 @@ class Acceptance:
         its start), else a new one."""
         last = self._last.get(req.uri)
         if last is not None and req.doc_prefix.startswith(last.prefix):
-            typed = req.doc_prefix[len(last.prefix):]
-            rest = last.text[len(typed):]
+            typed = req.doc_prefix[len(last.prefix) :]
+            rest = last.text[len(typed) :]
             if last.text.startswith(typed) and rest and (rest.startswith(text) or text.startswith(rest)):
                 if len(text) > len(rest):
                     last.text = typed + text  # a longer rest: the stream grew
@@ -195,8 +205,11 @@ class Acceptance:
         shown = self._shown.get(item_id)
         req_id = shown.req_id if shown is not None else None
         for uri, rec in list(self._open.items()):
-            if item_id in rec.items or req_id in rec.req_ids \
-                    or any(i.startswith("u") and item_id.startswith(i + ".") for i in rec.items):
+            if (
+                item_id in rec.items
+                or req_id in rec.req_ids
+                or any(i.startswith("u") and item_id.startswith(i + ".") for i in rec.items)
+            ):
                 del self._open[uri]
                 _once(self._labelled, rec.suggestion)
                 if self.gate is not None:
@@ -214,7 +227,7 @@ class Acceptance:
             return
         prefix, suffix, text = rec.prefix, rec.suffix, rec.text
         if req.doc_prefix.startswith(prefix):
-            typed = req.doc_prefix[len(prefix):]
+            typed = req.doc_prefix[len(prefix) :]
             first = _first_line(text)
             if first.strip() and typed.startswith(first):
                 self._label_open(req.uri, True)
@@ -265,7 +278,7 @@ class Acceptance:
         while len(self._taken) > MAX_SHOWN:
             self._taken.popitem(last=False)
         # A word-by-word accept of one item goes on: only what it adds counts.
-        added = taken[len(before or ""):]
+        added = taken[len(before or "") :]
         kind = "full" if taken == text else "partial"
         self.metrics.count(f"accepts.{kind}")
         self.metrics.count("accepted_chars", len(added))
@@ -278,7 +291,7 @@ class Acceptance:
         if rec.line_suffix.strip():
             return None  # text follows on the line: no next line to speculate
         accepted_prefix = rec.doc_prefix + text
-        last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1:]
+        last_line = accepted_prefix[accepted_prefix.rfind("\n") + 1 :]
         return rec.uri, accepted_prefix + "\n" + next_line_indent(last_line), rec.doc_suffix, rec.language
 
 

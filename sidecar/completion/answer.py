@@ -46,7 +46,7 @@ async def follow(req: Request, s: InflightStream, typed: str, *, first_line_dead
             # What the stream has past ``typed``: its answer, and past the answer's end its
             # lookahead (a request after an accept or Enter types into it).
             reach = s.reach
-            produced = reach[len(typed):] if reach.startswith(typed) else ""
+            produced = reach[len(typed) :] if reach.startswith(typed) else ""
             if s.done:
                 rem = s.remainder(typed, req.ctx)
                 return Answer(rem, "stream" if not typed else "joined", s, typed) if rem else None

@@ -82,13 +82,14 @@ def snap_suffix(suffix: str) -> str:
         return suffix
     blank = suffix.rfind("\n\n")
     if blank > first:
-        return suffix[:blank + 1]
+        return suffix[: blank + 1]
     last = suffix.rfind("\n")
-    return suffix[:last + 1] if last > first else suffix
+    return suffix[: last + 1] if last > first else suffix
 
 
-def build_context(text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int,
-                  cursor_line: int | None = None) -> CompletionContext:
+def build_context(
+    text: str, offset: int, language: str, prefix_tokens: int, suffix_tokens: int, cursor_line: int | None = None
+) -> CompletionContext:
     """Cut the windows around string offset ``offset`` of ``text``.
 
     When the prefix is longer than its budget, the window starts at a line whose number
@@ -105,14 +106,14 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
     line_end = min((i for i in (text.find("\n", offset), text.find("\r", offset)) if i >= 0), default=len(text))
     if line_end - line_start > MAX_LINE_CHARS:
         raise NotCompletable(f"the cursor line is longer than {MAX_LINE_CHARS} characters")
-    raw_prefix = text[max(0, offset - prefix_tokens * 8):offset]
-    raw_suffix = text[offset:offset + suffix_tokens * 8 + MAX_LINE_CHARS]
+    raw_prefix = text[max(0, offset - prefix_tokens * 8) : offset]
+    raw_suffix = text[offset : offset + suffix_tokens * 8 + MAX_LINE_CHARS]
     if "\x00" in raw_prefix[-4096:] or "\x00" in raw_suffix[:4096]:
         raise NotCompletable("the document looks binary (NUL characters near the cursor)")
     if eol != "\n":
         raw_prefix = raw_prefix.replace("\r\n", "\n").replace("\r", "\n")
         raw_suffix = raw_suffix.replace("\r\n", "\n").replace("\r", "\n")
-    line_prefix = raw_prefix[raw_prefix.rfind("\n") + 1:]
+    line_prefix = raw_prefix[raw_prefix.rfind("\n") + 1 :]
     nl = raw_suffix.find("\n")
     line_suffix = raw_suffix if nl < 0 else raw_suffix[:nl]
     prefix = tokens.tail(raw_prefix, prefix_tokens)
@@ -124,7 +125,7 @@ def build_context(text: str, offset: int, language: str, prefix_tokens: int, suf
             nl = prefix.find("\n")
             if nl < 0 or nl == len(prefix) - 1 or prefix.count("\n") <= 1:
                 break
-            prefix = prefix[nl + 1:]
+            prefix = prefix[nl + 1 :]
     suffix = tokens.head(raw_suffix, suffix_tokens)
     if len(suffix) < len(raw_suffix):
         suffix = snap_suffix(suffix)

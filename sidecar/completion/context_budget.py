@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..backends.engine_start import warmup_prompt
 from ..providers import is_local
 from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
+from .prompt_cost import prompt_text
 from .prompts.eol import line_break_lift
 
 #: The suffix window at the end of a finished line at a new place (``ContextBudget.cut``), in tokens.
 EOL_SUFFIX_TOKENS = 256
 #: A document changed this recently (seconds) is being typed in (``ContextBudget.cut``).
 TYPING_S = 2.0
-from .prompt_cost import prompt_text
 
 if TYPE_CHECKING:
     from ..backends.base import Backend, StreamInfo, UpstreamRequest
@@ -85,7 +86,9 @@ class ContextBudget:
         """One warm stream's time to first token (ms) on ``target``."""
         self._load.setdefault(self._key(target), load.BackendLoad()).observe(ttft_ms)
 
-    def make_context(self, doc_prefix: str, doc_suffix: str, language: str, uri: str | None = None) -> CompletionContext | None:
+    def make_context(
+        self, doc_prefix: str, doc_suffix: str, language: str, uri: str | None = None
+    ) -> CompletionContext | None:
         """Windows for a speculated document (``\n`` line breaks), cut exactly as a real
         request's would be (window sizes, other files' snippets for ``uri``, by default
         the document of the last request), so the cache key matches; None when not
@@ -104,8 +107,9 @@ class ContextBudget:
     def forget(self, uri: str) -> None:
         self._typed_at.pop(uri, None)
 
-    def cut(self, text: str, offset: int, language: str, cursor_line: int | None = None,
-            uri: str | None = None) -> CompletionContext:
+    def cut(
+        self, text: str, offset: int, language: str, cursor_line: int | None = None, uri: str | None = None
+    ) -> CompletionContext:
         """The windows around ``offset`` of ``text`` (``build_context``) at the sizes of
         :meth:`windows`, except at the end of a finished line (where the prompt gets the
         line-break lift, ``prompts/eol.py``) or on a blank line, in a document ``uri``
@@ -160,8 +164,10 @@ class ContextBudget:
             else:
                 # Still starting: nothing measured yet, and its first prompt waits for the
                 # model load anyway. The smallest windows get the first suggestion soonest.
-                return (min(window.STARTING_PREFIX_TOKENS, s.prefix_tokens),
-                        window.WindowBudget.suffix_levels(s.suffix_tokens)[0])
+                return (
+                    min(window.STARTING_PREFIX_TOKENS, s.prefix_tokens),
+                    window.WindowBudget.suffix_levels(s.suffix_tokens)[0],
+                )
         pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, target)
         busy = self.busy()
         if busy:

@@ -43,8 +43,9 @@ def request_deadline(req: Request, request_timeout_ms: float) -> float:
     return asyncio.get_running_loop().time() + max(0.0, left_s)
 
 
-def answer_at_deadline(doc: DocState, req: Request, up: Upstream, streams: StreamLauncher,
-                       metrics: Metrics) -> Answer | None:
+def answer_at_deadline(
+    doc: DocState, req: Request, up: Upstream, streams: StreamLauncher, metrics: Metrics
+) -> Answer | None:
     """The answer of a request whose deadline passed: what its stream has. A stream
     that is still useful keeps running and the request gets updates; a stalled one is
     closed (module doc)."""

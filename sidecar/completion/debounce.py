@@ -92,8 +92,16 @@ def ceiling_ms(setting: int | None, local: bool) -> int:
     return LOCAL_CEILING_MS if local else CLOUD_CEILING_MS
 
 
-def debounce_ms(*, invoked: bool, cadence_ms: float, line_prefix: str, line_suffix: str,
-                ttft_ms: float | None, floor_ms: float, ceiling_ms: float) -> float:
+def debounce_ms(
+    *,
+    invoked: bool,
+    cadence_ms: float,
+    line_prefix: str,
+    line_suffix: str,
+    ttft_ms: float | None,
+    floor_ms: float,
+    ceiling_ms: float,
+) -> float:
     """The wait in milliseconds before the upstream request (see module doc)."""
     if invoked:
         return 0.0

@@ -14,8 +14,8 @@ docs/architecture.md ("Facts we checked")."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .families import template_for
 
@@ -94,14 +94,22 @@ def _ollama(model: str, setting: str) -> list[str]:
     return ["suffix", "prefix"] if setting in ("auto", "suffix") and template_for(model) else ["prefix"]
 
 
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (
-    Dialect("siliconflow", _siliconflow, max_stops=MAX_STOP_SEQUENCES, chat_fim_fields=True,
-            native_fim=SILICONFLOW_NATIVE_FIM),
-    Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES, logprobs=True),
-    Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True, logprobs=True),
-    Dialect("llama-server", _infill, honours_setting=False, infill=True, llama_cpp=True),
-    Dialect("ollama", _ollama, honours_setting=False, generate=True, max_stops=MAX_STOP_SEQUENCES),
-)}
+DIALECTS: dict[str, Dialect] = {
+    d.name: d
+    for d in (
+        Dialect(
+            "siliconflow",
+            _siliconflow,
+            max_stops=MAX_STOP_SEQUENCES,
+            chat_fim_fields=True,
+            native_fim=SILICONFLOW_NATIVE_FIM,
+        ),
+        Dialect("openai", _openai, max_stops=MAX_STOP_SEQUENCES, logprobs=True),
+        Dialect("llama-cpp-python", _openai, llama_cpp=True, grammar_phases=True, logprobs=True),
+        Dialect("llama-server", _infill, honours_setting=False, infill=True, llama_cpp=True),
+        Dialect("ollama", _ollama, honours_setting=False, generate=True, max_stops=MAX_STOP_SEQUENCES),
+    )
+}
 
 
 def dialect_for(api: str) -> Dialect:

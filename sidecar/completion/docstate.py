@@ -6,7 +6,8 @@ when it closes, so nothing grows with documents that are gone. See docs/architec
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .debounce import Cadence
 

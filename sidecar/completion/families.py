@@ -32,19 +32,41 @@ class FimTemplate:
 
 
 TEMPLATES: tuple[FimTemplate, ...] = (
-    FimTemplate("qwen-coder", re.compile(r"qwen.*coder|coder.*qwen", re.I),
-                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"), repo_format=True),
-    FimTemplate("deepseek-coder", re.compile(r"deepseek.*coder", re.I),
-                "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ("<｜end▁of▁sentence｜>",)),
-    FimTemplate("starcoder", re.compile(r"starcoder|santacoder", re.I),
-                "<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<|endoftext|>", "<file_sep>")),
-    FimTemplate("codellama", re.compile(r"code-?llama", re.I),
-                "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
-    FimTemplate("codestral", re.compile(r"codestral", re.I),
-                "[PREFIX]", "[SUFFIX]", "", ("</s>",), suffix_first=True),
-    FimTemplate("codegemma", re.compile(r"codegemma", re.I),
-                "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", ("<|file_separator|>", "<end_of_turn>")),
+    FimTemplate(
+        "qwen-coder",
+        re.compile(r"qwen.*coder|coder.*qwen", re.I),
+        "<|fim_prefix|>",
+        "<|fim_suffix|>",
+        "<|fim_middle|>",
+        ("<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"),
+        repo_format=True,
+    ),
+    FimTemplate(
+        "deepseek-coder",
+        re.compile(r"deepseek.*coder", re.I),
+        "<｜fim▁begin｜>",
+        "<｜fim▁hole｜>",
+        "<｜fim▁end｜>",
+        ("<｜end▁of▁sentence｜>",),
+    ),
+    FimTemplate(
+        "starcoder",
+        re.compile(r"starcoder|santacoder", re.I),
+        "<fim_prefix>",
+        "<fim_suffix>",
+        "<fim_middle>",
+        ("<|endoftext|>", "<file_sep>"),
+    ),
+    FimTemplate("codellama", re.compile(r"code-?llama", re.I), "<PRE> ", " <SUF>", " <MID>", ("<EOT>",)),
+    FimTemplate("codestral", re.compile(r"codestral", re.I), "[PREFIX]", "[SUFFIX]", "", ("</s>",), suffix_first=True),
+    FimTemplate(
+        "codegemma",
+        re.compile(r"codegemma", re.I),
+        "<|fim_prefix|>",
+        "<|fim_suffix|>",
+        "<|fim_middle|>",
+        ("<|file_separator|>", "<end_of_turn>"),
+    ),
 )
 
 

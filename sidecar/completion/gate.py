@@ -43,8 +43,9 @@ import json
 import logging
 import math
 from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,13 @@ KINDS = ("mid_word", "mid_line", "end_of_line", "blank_line")
 ORIGINS = ("stream", "stored", "typed")
 LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "go", "rust", "java")
 FEATURE_NAMES = (
-    ("bias",) + tuple(f"kind={k}" for k in KINDS) + tuple(f"origin={o}" for o in ORIGINS[1:])
-    + tuple(f"lang={lang}" for lang in LANGUAGES) + ("lang=other", "first_line_chars", "more_lines", "open",
-                                                   "has_logprobs")
-    + tuple(f"mean_logprob@{k}" for k in KINDS) + tuple(f"min_logprob@{k}" for k in KINDS)
+    ("bias",)
+    + tuple(f"kind={k}" for k in KINDS)
+    + tuple(f"origin={o}" for o in ORIGINS[1:])
+    + tuple(f"lang={lang}" for lang in LANGUAGES)
+    + ("lang=other", "first_line_chars", "more_lines", "open", "has_logprobs")
+    + tuple(f"mean_logprob@{k}" for k in KINDS)
+    + tuple(f"min_logprob@{k}" for k in KINDS)
     + tuple(f"first_logprob@{k}" for k in KINDS)
 )
 #: Format of the stored model (``gate`` row of the cache file); another is ignored.
@@ -86,15 +90,38 @@ RECENT = 16
 #: (-64 %), accepted characters per hole 9.62 -> 8.92 (-7.3 %). docs/benchmarks.md,
 #: "Confidence gate".
 DEFAULT_WEIGHTS: tuple[float, ...] = (
-    0.82,                       # bias
-    1.10, -0.55, 0.90, -0.62,   # kind: mid-word, mid-line, end of line, blank line
-    0.0, 0.0,                   # origin: stored, typed (a fresh stream: the baseline)
-    0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.00,  # language (not fitted: see above)
-    0.37, 0.00, -0.30,          # first line length, more lines, open stream
-    0.50,                       # log-probabilities given
-    0.34, 0.66, -0.09, 0.45,    # mean log-probability, per kind
-    0.06, 0.46, -0.02, 0.40,    # minimum log-probability, per kind
-    -0.01, 0.57, 0.06, 0.44,    # first token's log-probability, per kind
+    0.82,  # bias
+    1.10,
+    -0.55,
+    0.90,
+    -0.62,  # kind: mid-word, mid-line, end of line, blank line
+    0.0,
+    0.0,  # origin: stored, typed (a fresh stream: the baseline)
+    0.00,
+    0.00,
+    0.00,
+    0.00,
+    0.00,
+    0.00,
+    0.00,
+    0.00,
+    0.00,  # language (not fitted: see above)
+    0.37,
+    0.00,
+    -0.30,  # first line length, more lines, open stream
+    0.50,  # log-probabilities given
+    0.34,
+    0.66,
+    -0.09,
+    0.45,  # mean log-probability, per kind
+    0.06,
+    0.46,
+    -0.02,
+    0.40,  # minimum log-probability, per kind
+    -0.01,
+    0.57,
+    0.06,
+    0.44,  # first token's log-probability, per kind
 )
 #: The default ``gate_threshold`` (``config/settings.py`` takes it from here).
 DEFAULT_THRESHOLD = 0.53
@@ -155,20 +182,33 @@ class Features:
         """The model's input, in ``FEATURE_NAMES`` order."""
         lang = self.language if self.language in LANGUAGES else "other"
         has = self.mean_logprob is not None and self.min_logprob is not None
-        return ([1.0] + [1.0 if self.kind == k else 0.0 for k in KINDS]
-                + [1.0 if self.origin == o else 0.0 for o in ORIGINS[1:]]  # a fresh stream: none
-                + [1.0 if lang == x else 0.0 for x in (*LANGUAGES, "other")]
-                + [math.log1p(self.first_line_chars) / 4, math.log1p(self.more_lines),
-                   1.0 if self.open else 0.0, 1.0 if has else 0.0]
-                # One slope per hole kind: how sure the model must be differs by kind (a
-                # mid-word completion is right when sure; at a blank line a sure guess
-                # is still often another line than the user's).
-                + [max(-5.0, self.mean_logprob) if has and self.kind == k else 0.0  # type: ignore[arg-type]
-                   for k in KINDS]
-                + [max(-10.0, self.min_logprob) / 2 if has and self.kind == k else 0.0  # type: ignore[arg-type]
-                   for k in KINDS]
-                + [max(-10.0, self.first_logprob) / 2 if has and self.first_logprob is not None and self.kind == k
-                   else 0.0 for k in KINDS])
+        return (
+            [1.0]
+            + [1.0 if self.kind == k else 0.0 for k in KINDS]
+            + [1.0 if self.origin == o else 0.0 for o in ORIGINS[1:]]  # a fresh stream: none
+            + [1.0 if lang == x else 0.0 for x in (*LANGUAGES, "other")]
+            + [
+                math.log1p(self.first_line_chars) / 4,
+                math.log1p(self.more_lines),
+                1.0 if self.open else 0.0,
+                1.0 if has else 0.0,
+            ]
+            # One slope per hole kind: how sure the model must be differs by kind (a
+            # mid-word completion is right when sure; at a blank line a sure guess
+            # is still often another line than the user's).
+            + [
+                max(-5.0, self.mean_logprob) if has and self.kind == k else 0.0  # type: ignore[arg-type]
+                for k in KINDS
+            ]
+            + [
+                max(-10.0, self.min_logprob) / 2 if has and self.kind == k else 0.0  # type: ignore[arg-type]
+                for k in KINDS
+            ]
+            + [
+                max(-10.0, self.first_logprob) / 2 if has and self.first_logprob is not None and self.kind == k else 0.0
+                for k in KINDS
+            ]
+        )
 
 
 def first_line_logprobs(tokens: Sequence[tuple[str, float]]) -> list[float]:
@@ -189,8 +229,14 @@ def first_line_logprobs(tokens: Sequence[tuple[str, float]]) -> list[float]:
     return out
 
 
-def features(text: str, kind: str, source: str, language: str,
-             logprobs: Sequence[tuple[str, float]] | None = None, open_stream: bool = False) -> Features:
+def features(
+    text: str,
+    kind: str,
+    source: str,
+    language: str,
+    logprobs: Sequence[tuple[str, float]] | None = None,
+    open_stream: bool = False,
+) -> Features:
     """The features of suggestion ``text`` (``\n`` line breaks; a leading line break
     belongs to the first line) at a hole of ``kind``. ``logprobs``: ``(token, natural
     log-probability)`` of the stream's tokens, when the backend sent them; ``open_stream``:
@@ -198,12 +244,30 @@ def features(text: str, kind: str, source: str, language: str,
     body = text[1:] if text.startswith("\n") else text
     first, _, rest = body.partition("\n")
     lps = first_line_logprobs(logprobs or ())
-    first_lp = next((float(lp) for tok, lp in (logprobs or ()) if tok.strip()
-                     and isinstance(lp, (int, float)) and math.isfinite(lp)), None) if lps else None
-    return Features(kind=kind, origin=origin_of(source), language=language.lower(),
-                    first_line_chars=len(first.strip()), more_lines=rest.count("\n") + (1 if rest else 0),
-                    open=open_stream, mean_logprob=sum(lps) / len(lps) if lps else None, min_logprob=min(lps) if lps else None,
-                    first_logprob=first_lp, line_logprobs=tuple(round(v, 3) for v in lps[:32]))
+    first_lp = (
+        next(
+            (
+                float(lp)
+                for tok, lp in (logprobs or ())
+                if tok.strip() and isinstance(lp, (int, float)) and math.isfinite(lp)
+            ),
+            None,
+        )
+        if lps
+        else None
+    )
+    return Features(
+        kind=kind,
+        origin=origin_of(source),
+        language=language.lower(),
+        first_line_chars=len(first.strip()),
+        more_lines=rest.count("\n") + (1 if rest else 0),
+        open=open_stream,
+        mean_logprob=sum(lps) / len(lps) if lps else None,
+        min_logprob=min(lps) if lps else None,
+        first_logprob=first_lp,
+        line_logprobs=tuple(round(v, 3) for v in lps[:32]),
+    )
 
 
 def _sigmoid(z: float) -> float:
@@ -230,8 +294,10 @@ class GateModel:
         """One gradient step on the log-loss of ``f`` labelled ``accepted``."""
         x = f.vector()
         err = (1.0 if accepted else 0.0) - self.p_accept(f)
-        new = [w + lr * RATE_SHARE[i] * (err * xi - L2 * (w - DEFAULT_WEIGHTS[i]))
-               for i, (w, xi) in enumerate(zip(self.weights, x))]
+        new = [
+            w + lr * RATE_SHARE[i] * (err * xi - L2 * (w - DEFAULT_WEIGHTS[i]))
+            for i, (w, xi) in enumerate(zip(self.weights, x))
+        ]
         if not all(math.isfinite(w) and abs(w) <= MAX_WEIGHT for w in new):
             log.warning("gate: a learning step gave weights that are not finite or out of range; skipped it")
             return
@@ -241,8 +307,15 @@ class GateModel:
     def to_json(self) -> str:
         """The stored form (strict JSON: a weight that is not finite is never written,
         :meth:`learn` keeps them finite)."""
-        return json.dumps({"version": STATE_VERSION, "features": list(FEATURE_NAMES),
-                           "weights": self.weights, "updates": self.updates}, allow_nan=False)
+        return json.dumps(
+            {
+                "version": STATE_VERSION,
+                "features": list(FEATURE_NAMES),
+                "weights": self.weights,
+                "updates": self.updates,
+            },
+            allow_nan=False,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> GateModel | None:
@@ -291,8 +364,16 @@ Save = Callable[[str], Awaitable[None]]
 class Gate:
     """The gate of one session: decide, learn, remember (module doc)."""
 
-    def __init__(self, metrics: Any, *, enabled: bool = True, threshold: float = DEFAULT_THRESHOLD,
-                 seen_ms: int = DEFAULT_SEEN_MS, load: Load | None = None, save: Save | None = None) -> None:
+    def __init__(
+        self,
+        metrics: Any,
+        *,
+        enabled: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        seen_ms: int = DEFAULT_SEEN_MS,
+        load: Load | None = None,
+        save: Save | None = None,
+    ) -> None:
         self.metrics = metrics
         self.enabled = enabled
         self.threshold = threshold
@@ -341,12 +422,12 @@ class Gate:
         self._dirty = False
 
     @staticmethod
-    def features_of(ctx: Any, text: str, source: str, logprobs: Sequence[tuple[str, float]] | None = None,
-                    open_stream: bool = False) -> Features:
+    def features_of(
+        ctx: Any, text: str, source: str, logprobs: Sequence[tuple[str, float]] | None = None, open_stream: bool = False
+    ) -> Features:
         """The features of answer ``text`` (from ``source``) for a request at ``ctx``
         (a ``CompletionContext``)."""
-        return features(text, hole_kind(ctx.line_prefix, ctx.line_suffix), source, ctx.language, logprobs,
-                        open_stream)
+        return features(text, hole_kind(ctx.line_prefix, ctx.line_suffix), source, ctx.language, logprobs, open_stream)
 
     def admit(self, f: Features, where: str = "") -> bool:
         """Show a suggestion with features ``f``? Counts ``gate.shown`` / ``gate.held_back``
@@ -389,11 +470,16 @@ class Gate:
         decisions, newest last (``where``, the features, ``p_accept``, ``shown``)."""
         c = self.metrics.snapshot()["counters"]
         return {
-            "enabled": self.enabled, "threshold": self.threshold, "updates": self.model.updates,
-            "shown": c.get("gate.shown", 0), "held_back": c.get("gate.held_back", 0),
+            "enabled": self.enabled,
+            "threshold": self.threshold,
+            "updates": self.model.updates,
+            "shown": c.get("gate.shown", 0),
+            "held_back": c.get("gate.held_back", 0),
             "unjudged": c.get("gate.unjudged", 0),
-            "accepted": c.get("gate.accepted", 0), "rejected": c.get("gate.rejected", 0),
-            "unseen": c.get("gate.unseen", 0), "seen_ms": self.seen_ms,
+            "accepted": c.get("gate.accepted", 0),
+            "rejected": c.get("gate.rejected", 0),
+            "unseen": c.get("gate.unseen", 0),
+            "seen_ms": self.seen_ms,
             "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
             "recent": list(self.recent),
         }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from .context import CompletionContext
 from .postprocess import StreamFilter, clean
@@ -32,8 +32,15 @@ class InflightStream:
     end. ``close()`` cancels the task, which closes the HTTP response and its socket.
     """
 
-    def __init__(self, uri: str, ctx: CompletionContext, doc_prefix: str, doc_suffix: str,
-                 cut_logprob: float | None = None, lookahead: int = 0) -> None:
+    def __init__(
+        self,
+        uri: str,
+        ctx: CompletionContext,
+        doc_prefix: str,
+        doc_suffix: str,
+        cut_logprob: float | None = None,
+        lookahead: int = 0,
+    ) -> None:
         self.uri = uri
         self.ctx = ctx
         self.doc_prefix = doc_prefix
@@ -99,7 +106,7 @@ class InflightStream:
         """What the user typed after the anchor, or None when the document moved elsewhere."""
         if doc_suffix != self.doc_suffix or not doc_prefix.startswith(self.doc_prefix):
             return None
-        return doc_prefix[len(self.doc_prefix):]
+        return doc_prefix[len(self.doc_prefix) :]
 
     @property
     def logprobs(self) -> list[tuple[str, float]]:
@@ -115,7 +122,7 @@ class InflightStream:
         if typed is None or self.failed or not self.agrees(typed):
             return False
         produced = self.reach
-        return not self.done or bool(produced[len(typed):].strip())
+        return not self.done or bool(produced[len(typed) :].strip())
 
     def agrees(self, typed: str) -> bool:
         """True when ``typed`` is consistent with the stream (see module doc)."""
@@ -136,7 +143,7 @@ class InflightStream:
         produced = self.reach
         if not produced.startswith(typed):
             return ""
-        rest = produced[len(typed):]
+        rest = produced[len(typed) :]
         if finished_lines_only and not (self.done or self.filter.settled):
             body = rest.lstrip("\n")
             cut = body.rfind("\n")
@@ -146,8 +153,11 @@ class InflightStream:
         return clean(rest, ctx, multiline=True if self.ctx.multiline else None)
 
     # ------------------------------------------------------------------ task
-    def run(self, pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[str]],
-            on_end: Callable[[InflightStream], None] | None = None) -> None:
+    def run(
+        self,
+        pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[str]],
+        on_end: Callable[[InflightStream], None] | None = None,
+    ) -> None:
         """Start pumping. ``pump`` returns ``complete``, ``partial`` (cut, deadline) or
         ``error``; ``on_end(self)`` runs once the stream is over, however it ended."""
 
@@ -216,8 +226,13 @@ class InflightStream:
 
     def diagnostics(self) -> dict[str, object]:
         """Age (s), loader, characters so far, first text seen, and where the task waits."""
-        return {"age_s": round(time.perf_counter() - self.started_at, 3), "loader": self.loader,
-                "chars": len(self.text), "first_text": bool(self.first_text_at), "waiting_in": self.waiting_in()}
+        return {
+            "age_s": round(time.perf_counter() - self.started_at, 3),
+            "loader": self.loader,
+            "chars": len(self.text),
+            "first_text": bool(self.first_text_at),
+            "waiting_in": self.waiting_in(),
+        }
 
     def waiting_in(self) -> str:
         """Where this running stream's task is waiting (its innermost awaited coroutine frame,

@@ -18,7 +18,8 @@ See docs/architecture.md ("Cold backends").
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .coldstart import ColdStart
 from .inflight import InflightStream
@@ -38,8 +39,17 @@ class StreamLauncher:
     """Starts the user streams of the scheduler's documents (module doc). ``on_end(s)``
     runs when a stream ends (the scheduler stores its text in the cache)."""
 
-    def __init__(self, upstream: Upstream, docs: DocStates, slots: StreamSlots, prefetch: Prefetcher,
-                 metrics: Metrics, *, on_update: UpdateSink, on_end: Callable[[InflightStream], None]) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        docs: DocStates,
+        slots: StreamSlots,
+        prefetch: Prefetcher,
+        metrics: Metrics,
+        *,
+        on_update: UpdateSink,
+        on_end: Callable[[InflightStream], None],
+    ) -> None:
         self.up = upstream
         self.docs = docs
         self.slots = slots
@@ -57,8 +67,9 @@ class StreamLauncher:
     def start(self, doc: DocState, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
         st = self.up.settings
-        s = InflightStream(req.uri, req.ctx, req.doc_prefix, req.doc_suffix, st.confidence_cut_logprob or None,
-                           st.lookahead_lines)
+        s = InflightStream(
+            req.uri, req.ctx, req.doc_prefix, req.doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines
+        )
         s.local = self.up.local_backend()
         # A prompt evaluation kept past its request's deadline in another document gives
         # way to the stream a user waits for now.
@@ -79,8 +90,9 @@ class StreamLauncher:
         s.run(lambda filt, on_delta: self._pump(req.ctx, filt, on_delta, s.waking), self._on_end)
         return s
 
-    async def _pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
-                    waking: bool) -> str:
+    async def _pump(
+        self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool
+    ) -> str:
         async with self.slots.user(self.up.settings.max_concurrent_streams, self.prefetch.cancel_all):
             return await self.up.pump(ctx, filt, on_delta, waking=waking)
 
@@ -136,8 +148,9 @@ class StreamLauncher:
         if not s.done and (doc is None or doc.stream is not s) and s.close():
             self.metrics.count("sched.streams_aborted")
 
-    def after_answer(self, doc: DocState, req: Request, answer: Answer,
-                     judge: Callable[[str, bool], bool] | None = None) -> None:
+    def after_answer(
+        self, doc: DocState, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
+    ) -> None:
         """``req`` (its document's latest) was answered with ``answer``: updates while its
         stream runs, then speculation (module doc). ``judge``: see ``send_updates``."""
         if answer.stream is not None and not answer.stream.done:
@@ -148,8 +161,9 @@ class StreamLauncher:
         else:  # after the answer is on its way: speculation is not on the keystroke path
             asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)
 
-    def start_updates(self, doc: DocState, req: Request, answer: Answer,
-                      judge: Callable[[str, bool], bool] | None = None) -> None:
+    def start_updates(
+        self, doc: DocState, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
+    ) -> None:
         """Send ``req``'s updates from ``answer.stream`` (the previous request's stop). A
         request answered with nothing (at its deadline, after a model load) has its first
         text judged by the gate (``judge_for``) as one answered at once would."""
@@ -158,7 +172,8 @@ class StreamLauncher:
         if doc.updates is not None and not doc.updates.done():
             doc.updates.cancel()
         doc.updates = asyncio.ensure_future(
-            send_updates(doc, req, answer, self._on_update, self.metrics, self.speculate_accept, judge))
+            send_updates(doc, req, answer, self._on_update, self.metrics, self.speculate_accept, judge)
+        )
 
     def speculate_accept(self, req: Request, text: str) -> None:
         if text:  # the completion that follows accepting what was shown

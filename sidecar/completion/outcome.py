@@ -37,8 +37,17 @@ class StreamOutcome:
     deadline_hit: bool = False
 
 
-def record_outcome(out: StreamOutcome, filt: StreamFilter, target: Backend, req: UpstreamRequest, *,
-                   was_warm: bool, metrics: Metrics, reports: Reports, contexts: ContextBudget) -> None:
+def record_outcome(
+    out: StreamOutcome,
+    filt: StreamFilter,
+    target: Backend,
+    req: UpstreamRequest,
+    *,
+    was_warm: bool,
+    metrics: Metrics,
+    reports: Reports,
+    contexts: ContextBudget,
+) -> None:
     """Record what the stream ``out`` (of ``req`` to ``target``, into ``filt``) measured.
     Only a stream to a backend that was warm before it gives latency samples (a cold
     backend's first TTFT includes its model load), and one cut at its deadline none."""
@@ -47,12 +56,23 @@ def record_outcome(out: StreamOutcome, filt: StreamFilter, target: Backend, req:
     if info.phases > 1:
         metrics.count("heal.two_phase")
     contexts.observe(target, req, info, record=was_warm and not out.deadline_hit)
-    log.info("upstream stream ended", extra={"fields": {
-        "backend": target.name, "model": target.model, "strategy": out.strategy,
-        "upstream_trace_id": info.trace_id, "ttft_ms": info.ttft_ms,
-        "events": info.events, "chars": len(filt.raw), "closed_early": filt.done,
-        "truncated": info.truncated, "deadline": out.deadline_hit,
-    }})
+    log.info(
+        "upstream stream ended",
+        extra={
+            "fields": {
+                "backend": target.name,
+                "model": target.model,
+                "strategy": out.strategy,
+                "upstream_trace_id": info.trace_id,
+                "ttft_ms": info.ttft_ms,
+                "events": info.events,
+                "chars": len(filt.raw),
+                "closed_early": filt.done,
+                "truncated": info.truncated,
+                "deadline": out.deadline_hit,
+            }
+        },
+    )
     out.upstream_ms = ((info.ended_at or t_end) - info.sent_at) * 1000 if info.sent_at else 0.0
     if info.ttft_ms is not None:
         metrics.observe("upstream_ttft", info.ttft_ms)
@@ -62,6 +82,8 @@ def record_outcome(out: StreamOutcome, filt: StreamFilter, target: Backend, req:
     metrics.observe("upstream_stream", out.upstream_ms)
     metrics.count("upstream.malformed_events", info.malformed_events)
     generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None
-    metrics.count("tokens.generated", generated if generated is not None else (tokens.count(filt.raw) if filt.raw else 0))
+    metrics.count(
+        "tokens.generated", generated if generated is not None else (tokens.count(filt.raw) if filt.raw else 0)
+    )
     if info.truncated:
         metrics.count("upstream.truncated")

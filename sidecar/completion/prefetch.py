@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import tokens
 from .inflight import InflightStream
@@ -100,8 +101,15 @@ class Prefetcher:
     stream slots it shares with user streams; ``on_end(stream)`` stores a finished
     stream's text in the cache."""
 
-    def __init__(self, upstream: Upstream, docs: dict[str, DocState], slots: StreamSlots, metrics: Metrics,
-                 cache: CompletionCache | None, on_end: Callable[[InflightStream], None]) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        docs: dict[str, DocState],
+        slots: StreamSlots,
+        metrics: Metrics,
+        cache: CompletionCache | None,
+        on_end: Callable[[InflightStream], None],
+    ) -> None:
         self.up = upstream
         self._docs = docs
         self.slots = slots
@@ -160,9 +168,7 @@ class Prefetcher:
             if typed == "" or p.covers(doc_prefix, doc_suffix):
                 return  # the running or finished prefetch already holds (or tried) this
         live = sum(1 for d in self._docs.values() if d.prefetch is not None and not d.prefetch.done and d is not doc)
-        if live >= st.prefetch_max_concurrent or (
-            self.slots.active_user + live >= st.max_concurrent_streams - 1
-        ):
+        if live >= st.prefetch_max_concurrent or (self.slots.active_user + live >= st.max_concurrent_streams - 1):
             self.metrics.count("prefetch.skipped_busy")
             return
         ctx = self.up.make_context(doc_prefix, doc_suffix, language)
@@ -180,13 +186,14 @@ class Prefetcher:
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")
         self.metrics.count("prefetch.tokens_reserved", estimate)
-        s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta),
-              lambda s: self._ended(s, reserved, prompt))
+        s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta), lambda s: self._ended(s, reserved, prompt))
 
     def budget(self) -> TokenBudget:
         """The rolling token budget for the backend kind the next stream goes to."""
         st = self.up.settings
-        per_min = st.prefetch_tokens_per_min or (LOCAL_TOKENS_PER_MIN if self.up.local_backend() else CLOUD_TOKENS_PER_MIN)
+        per_min = st.prefetch_tokens_per_min or (
+            LOCAL_TOKENS_PER_MIN if self.up.local_backend() else CLOUD_TOKENS_PER_MIN
+        )
         if self._budget is None or self._budget.per_min != per_min:
             self._budget = TokenBudget(per_min)
         return self._budget

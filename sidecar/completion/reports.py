@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..backends.errors import BackendError
 from ..providers import is_local
@@ -35,8 +36,15 @@ LATENCY_WARN_EVERY_S = 600.0
 class Reports:
     """Error and slowness reporting for one service (see the module doc)."""
 
-    def __init__(self, metrics: Metrics, *, on_error: Callable[[BackendError], None], on_log: Callable[[str], None],
-                 on_slow: Callable[[], None], warn_ms: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        on_error: Callable[[BackendError], None],
+        on_log: Callable[[str], None],
+        on_slow: Callable[[], None],
+        warn_ms: Callable[[], float],
+    ) -> None:
         self.metrics = metrics
         self._on_error = on_error
         self._on_log = on_log
@@ -82,13 +90,23 @@ class Reports:
         self._latency_warned_at = now
         headers_ms = (info.headers_at - info.sent_at) * 1000 if info.headers_at else None
         if headers_ms is not None and headers_ms > 0.5 * (info.ttft_ms or 0):
-            cause = (f"the connection is slow (response headers took {headers_ms:.0f} ms): check the network, "
-                     f"a proxy, or the region (SiliconFlow .cn vs .com)")
+            cause = (
+                f"the connection is slow (response headers took {headers_ms:.0f} ms): check the network, "
+                f"a proxy, or the region (SiliconFlow .cn vs .com)"
+            )
         else:
-            fix = ("a smaller model, or a GPU (local_n_gpu_layers)" if is_local(target.provider)
-                   else "a smaller model or local mode")
+            fix = (
+                "a smaller model, or a GPU (local_n_gpu_layers)"
+                if is_local(target.provider)
+                else "a smaller model or local mode"
+            )
             cause = f"{target.name} is slow to start generating ({target.model}); try {fix}"
         self.metrics.count("latency_warnings")
         self._on_slow()
-        self._on_error(BackendError("slow", f"completions are slow: p90 time to first token {p90:.0f} ms over the last "
-                                            f"{len(xs)} requests; likely cause: {cause}. Run `sidecar doctor` for details."))
+        self._on_error(
+            BackendError(
+                "slow",
+                f"completions are slow: p90 time to first token {p90:.0f} ms over the last "
+                f"{len(xs)} requests; likely cause: {cause}. Run `sidecar doctor` for details.",
+            )
+        )

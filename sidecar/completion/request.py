@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 #: ``reshown``), a speculative prefetch (``prefetch``), the cache (``cache_memory``,
 #: ``cache_sqlite``), what a superseded request had (``superseded``), or what the stream
 #: had at the request deadline (``deadline``).
-Source = Literal["stream", "joined", "typed_through", "reshown", "prefetch", "cache_memory", "cache_sqlite",
-                 "superseded", "deadline"]
+Source = Literal[
+    "stream", "joined", "typed_through", "reshown", "prefetch", "cache_memory", "cache_sqlite", "superseded", "deadline"
+]
 
 
 @dataclass
@@ -73,8 +75,9 @@ class Upstream(Protocol):
 
     settings: Settings
 
-    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
-                   waking: bool = False) -> str:
+    async def pump(
+        self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool = False
+    ) -> str:
         """Run one upstream stream into ``filt``, calling ``on_delta`` on each piece of
         text; return ``complete``, ``partial`` (cut, deadline) or ``error``. ``waking``:
         the first stream to a backend that has sent nothing yet, which may be waking its

@@ -29,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,9 @@ class RetentionTracker:
     ``horizons_s`` are seconds after each accept at which survivors are counted.
     """
 
-    def __init__(self, metrics: Any, text_of: Callable[[str], str | None] | None = None,
-                 horizons_s: Iterable[float] = HORIZONS_S) -> None:
+    def __init__(
+        self, metrics: Any, text_of: Callable[[str], str | None] | None = None, horizons_s: Iterable[float] = HORIZONS_S
+    ) -> None:
         self.metrics = metrics
         self.text_of: Callable[[str], str | None] = text_of or (lambda _uri: None)
         self.horizons_s = tuple(sorted({float(h) for h in horizons_s if h > 0}))
@@ -228,12 +230,18 @@ def summary(counters: dict[str, int]) -> list[dict[str, Any]]:
     horizon passed, how many were retained and the share (None before any)."""
     rows = []
     head = "retention.accepted_chars."
-    labels = sorted({k[len(head):] for k in counters if k.startswith(head)}, key=lambda lab: float(lab[:-1]))
+    labels = sorted({k[len(head) :] for k in counters if k.startswith(head)}, key=lambda lab: float(lab[:-1]))
     for lab in labels:
         acc = counters.get(f"retention.accepted_chars.{lab}", 0)
         ret = counters.get(f"retention.retained_chars.{lab}", 0)
-        rows.append({"after": lab, "accepted_chars": acc, "retained_chars": ret,
-                     "retained_pct": round(100 * ret / acc, 1) if acc else None})
+        rows.append(
+            {
+                "after": lab,
+                "accepted_chars": acc,
+                "retained_chars": ret,
+                "retained_pct": round(100 * ret / acc, 1) if acc else None,
+            }
+        )
     return rows
 
 
@@ -255,7 +263,7 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     lo, hi = 0, limit
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:] == b[len(b) - mid:]:
+        if a[len(a) - mid :] == b[len(b) - mid :]:
             lo = mid
         else:
             hi = mid - 1

@@ -50,8 +50,9 @@ def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
     return time.perf_counter() - s.started_at > after_s
 
 
-async def reuse_stream(doc: DocState, req: Request, *, ttft_ms: float | None, first_line_deadline_ms: float,
-                       metrics: Metrics) -> Answer | None | object:
+async def reuse_stream(
+    doc: DocState, req: Request, *, ttft_ms: float | None, first_line_deadline_ms: float, metrics: Metrics
+) -> Answer | None | object:
     """Answer ``req`` from ``doc.stream`` when it agrees (joined, typed through or shown
     again), else close it if it runs. Returns the answer (None: the joined stream had
     nothing to show), or ``MISS`` when a new stream is needed."""
@@ -86,7 +87,7 @@ async def from_cache(cache: CompletionCache, key: CacheKey, req: Request, metric
     if hit is None:
         return None
     keep_lines = True if hit.typed and "\n" in hit.text.lstrip("\n") else None
-    rem = clean(hit.text[hit.typed:], req.ctx, multiline=keep_lines)
+    rem = clean(hit.text[hit.typed :], req.ctx, multiline=keep_lines)
     if not rem:
         return None
     metrics.count(f"sched.cache_hits.{hit.layer}")

@@ -28,22 +28,23 @@ import functools
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
-from .gate import Gate
 from .answer import DIVERGED, follow
 from .deadline import answer_at_deadline, on_cancel, request_deadline
 from .debounce import ceiling_ms, debounce_ms, superseded_within
 from .docstate import DocState, DocStates
+from .gate import Gate
 from .inflight import InflightStream
 from .launch import StreamLauncher
 from .prefetch import Prefetcher
 from .request import Answer, Request, Upstream
 from .reuse import MISS, from_cache, reuse_stream, store_stream
 from .slots import StreamSlots
-from .updates import update_item_id, UpdateSink
+from .updates import UpdateSink, update_item_id
 
 if TYPE_CHECKING:
     from ..metrics import Metrics
@@ -61,8 +62,15 @@ class Scheduler:
     speculative prefetch the :class:`Prefetcher`'s.
     """
 
-    def __init__(self, upstream: Upstream, *, on_update: UpdateSink, metrics: Metrics,
-                 cache: CompletionCache | None = None, gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        *,
+        on_update: UpdateSink,
+        metrics: Metrics,
+        cache: CompletionCache | None = None,
+        gate: Gate | None = None,
+    ) -> None:
         self.up = upstream
         self.gate = gate if gate is not None else Gate(metrics, enabled=False)
         self._cache = cache
@@ -73,8 +81,15 @@ class Scheduler:
         self.acceptance = Acceptance(metrics, self.gate)
         self.prefetch = Prefetcher(upstream, self.docs.by_uri, self.slots, metrics, cache, self._stream_ended)
         self._send_update = on_update
-        self.streams = StreamLauncher(upstream, self.docs, self.slots, self.prefetch, metrics,
-                                      on_update=self._on_update, on_end=self._stream_ended)
+        self.streams = StreamLauncher(
+            upstream,
+            self.docs,
+            self.slots,
+            self.prefetch,
+            metrics,
+            on_update=self._on_update,
+            on_end=self._stream_ended,
+        )
         self.streams.judge_for = self._judge_for
 
     # ------------------------------------------------------------------ document events
@@ -147,8 +162,13 @@ class Scheduler:
         got = self.prefetch.adopt(doc, req)
         if got is not None:
             return got
-        got = await reuse_stream(doc, req, ttft_ms=self.up.recent_ttft_ms(), metrics=self.metrics,
-                                 first_line_deadline_ms=self.up.settings.first_line_deadline_ms)
+        got = await reuse_stream(
+            doc,
+            req,
+            ttft_ms=self.up.recent_ttft_ms(),
+            metrics=self.metrics,
+            first_line_deadline_ms=self.up.settings.first_line_deadline_ms,
+        )
         if got is not MISS:
             return got  # type: ignore[return-value]
         # 3. Cache.
@@ -159,9 +179,12 @@ class Scheduler:
         # 4. Debounce.
         st = self.up.settings
         wait = debounce_ms(
-            invoked=req.invoked, cadence_ms=doc.cadence.interval_ms(),
-            line_prefix=req.ctx.line_prefix, line_suffix=req.ctx.line_suffix,
-            ttft_ms=self.up.recent_ttft_ms(), floor_ms=st.debounce_min_ms,
+            invoked=req.invoked,
+            cadence_ms=doc.cadence.interval_ms(),
+            line_prefix=req.ctx.line_prefix,
+            line_suffix=req.ctx.line_suffix,
+            ttft_ms=self.up.recent_ttft_ms(),
+            floor_ms=st.debounce_min_ms,
             ceiling_ms=max(st.debounce_min_ms, ceiling_ms(st.debounce_max_ms, self.up.local_backend())),
         )
         self.metrics.observe("debounce", wait)
@@ -175,15 +198,18 @@ class Scheduler:
 
         # 5. Stream, and answer per the answer policy (6. updates follow in ``request``).
         s = self.streams.start(doc, req)
-        got = await follow(req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics)
+        got = await follow(
+            req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics
+        )
         return None if got is DIVERGED else got  # type: ignore[return-value]
 
     def _judge(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
         """The gate's verdict on ``text`` for ``req`` (its features are kept on ``req``
         for the label the user's next move gives)."""
         s = answer.stream
-        req.gate_features = self.gate.features_of(req.ctx, text, answer.source, s.logprobs if s is not None else None,
-                                                  open_stream=s is not None and not done)
+        req.gate_features = self.gate.features_of(
+            req.ctx, text, answer.source, s.logprobs if s is not None else None, open_stream=s is not None and not done
+        )
         where = f"{req.uri}:{req.doc_prefix.count(chr(10))}:{len(req.ctx.line_prefix)}"  # line, code points
         return self.gate.admit(req.gate_features, where)
 

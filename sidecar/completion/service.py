@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..backends.base import Backend
 from ..backends.errors import BackendError
@@ -36,7 +37,6 @@ from .upstream import BackendUpstream
 log = logging.getLogger(__name__)
 
 
-
 #: The gate model's name among the cache file's states.
 GATE_STATE = "gate"
 
@@ -47,11 +47,16 @@ class CompletionService:
     notice (``window/logMessage``); ``on_progress(kind, message)``: a model load
     (``$/progress``); ``on_status(d)``: ``sidecar/status`` payloads."""
 
-    def __init__(self, settings: Settings, *, on_error: Callable[[BackendError], None],
-                 on_status: Callable[[dict[str, Any]], None] | None = None,
-                 on_update: UpdateSink | None = None,
-                 on_log: Callable[[str], None] | None = None,
-                 on_progress: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        on_error: Callable[[BackendError], None],
+        on_status: Callable[[dict[str, Any]], None] | None = None,
+        on_update: UpdateSink | None = None,
+        on_log: Callable[[str], None] | None = None,
+        on_progress: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = Metrics()
         self._on_error = on_error
@@ -61,29 +66,50 @@ class CompletionService:
         self._prewarm_task: asyncio.Task[None] | None = None
         self._gate_write: asyncio.Future[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
-        self.reports = Reports(self.metrics, on_error=on_error, on_log=self._on_log,
-                               on_slow=lambda: self._on_status(self.status("slow")),
-                               warn_ms=lambda: self.settings.latency_warn_ms)
+        self.reports = Reports(
+            self.metrics,
+            on_error=on_error,
+            on_log=self._on_log,
+            on_slow=lambda: self._on_status(self.status("slow")),
+            warn_ms=lambda: self.settings.latency_warn_ms,
+        )
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
         self.cache = CompletionCache.from_settings(settings)
         self.contexts = ContextBudget(lambda: self.settings, self._target, self.metrics)
-        self.streams = StreamRunner(StreamDeps(
-            settings=lambda: self.settings, target=self._target,
-            record=lambda target, err: self.backend.record(target, err),
-            metrics=self.metrics, reports=self.reports, contexts=self.contexts,
-            spare_connection=self._spare_connection))
+        self.streams = StreamRunner(
+            StreamDeps(
+                settings=lambda: self.settings,
+                target=self._target,
+                record=lambda target, err: self.backend.record(target, err),
+                metrics=self.metrics,
+                reports=self.reports,
+                contexts=self.contexts,
+                spare_connection=self._spare_connection,
+            )
+        )
         self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
-        self.gate = Gate(self.metrics, enabled=settings.gate_enabled, threshold=settings.gate_threshold,
-                         seen_ms=settings.gate_seen_ms,
-                         load=(lambda: self.cache.get_state(GATE_STATE)) if self.cache else None,
-                         save=(lambda v: self.cache.put_state(GATE_STATE, v)) if self.cache else None)
+        self.gate = Gate(
+            self.metrics,
+            enabled=settings.gate_enabled,
+            threshold=settings.gate_threshold,
+            seen_ms=settings.gate_seen_ms,
+            load=(lambda: self.cache.get_state(GATE_STATE)) if self.cache else None,
+            save=(lambda v: self.cache.put_state(GATE_STATE, v)) if self.cache else None,
+        )
         self.gate.on_learned = self._persist_gate
-        self.scheduler = Scheduler(self.upstream, on_update=on_update or (lambda *_a: None), metrics=self.metrics,
-                                   cache=self.cache, gate=self.gate)
+        self.scheduler = Scheduler(
+            self.upstream,
+            on_update=on_update or (lambda *_a: None),
+            metrics=self.metrics,
+            cache=self.cache,
+            gate=self.gate,
+        )
         self._naive = NaivePipeline(self.streams, self.metrics)
         # Accepted-and-retained characters; the LSP layer sets ``retention.text_of``.
-        self.retention = RetentionTracker(self.metrics, horizons_s=(settings.retained_short_s, settings.retained_long_s))
+        self.retention = RetentionTracker(
+            self.metrics, horizons_s=(settings.retained_short_s, settings.retained_long_s)
+        )
         self.scheduler.acceptance.on_taken = self.retention.accepted
 
     # ------------------------------------------------------------------ lifecycle
@@ -123,7 +149,9 @@ class CompletionService:
             "enginePid": self.backend.engine.pid if self.backend.engine is not None else None,
             # The managed engine's OpenAI-compatible root (loopback), for tools that talk
             # to the same engine (the quality benchmark's plain-client columns).
-            "engineUrl": self.backend.engine.base_url if self.backend.engine is not None and self.backend.engine.port else None,
+            "engineUrl": self.backend.engine.base_url
+            if self.backend.engine is not None and self.backend.engine.port
+            else None,
         }
 
     async def apply_settings(self, settings: Settings) -> bool:

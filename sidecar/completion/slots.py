@@ -6,8 +6,8 @@ theirs up first (``Prefetcher.cancel_all``). See docs/architecture.md."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Callable
 
 
 class StreamSlots:
@@ -53,5 +53,4 @@ class StreamSlots:
 
     def snapshot(self) -> dict[str, int | None]:
         """``size``, running ``user`` streams and ``free`` permits, for ``sidecar.stats``."""
-        return {"size": self._size, "user": self.active_user,
-                "free": getattr(self._sem, "_value", None)}
+        return {"size": self._size, "user": self.active_user, "free": getattr(self._sem, "_value", None)}

@@ -23,17 +23,18 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..backends.base import StreamInfo, UpstreamRequest
 from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
 from . import healing
 from .context import CompletionContext
+from .dialects import dialect_for
 from .outcome import StreamOutcome, record_outcome
 from .postprocess import StreamFilter
 from .prompts import build_request, choose_strategy
-from .dialects import dialect_for
 from .prompts.eol import line_break_lift
 from .warm import WarmBackends, warm_key_of
 
@@ -79,8 +80,9 @@ class StreamRunner:
         """No stream event from ``target`` since it started or came back."""
         return warm_key_of(target) not in self.warm
 
-    def _build(self, ctx: CompletionContext, strategy: str, target: Backend,
-               model: str) -> tuple[healing.HealingPlan, str, UpstreamRequest]:
+    def _build(
+        self, ctx: CompletionContext, strategy: str, target: Backend, model: str
+    ) -> tuple[healing.HealingPlan, str, UpstreamRequest]:
         """``(healing plan, line-break lift, UpstreamRequest)`` for ``ctx`` sent with
         ``strategy`` to ``target``."""
         s = self.deps.settings()
@@ -88,17 +90,32 @@ class StreamRunner:
         # At the end of a finished line the prompt ends with the line break, and the
         # filter gets it back before the first delta (prompts/eol.py).
         lift = line_break_lift(ctx, strategy) if not plan.heal else ""
-        req = build_request(dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx, strategy,
-                            api=target.api, model=model,
-                            max_tokens=s.max_tokens, temperature=s.temperature, heal=plan)
-        if (s.gate_enabled or s.confidence_cut_logprob) and dialect_for(target.api).logprobs \
-                and req.endpoint in ("completions", "chat/completions"):
+        req = build_request(
+            dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx,
+            strategy,
+            api=target.api,
+            model=model,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            heal=plan,
+        )
+        if (
+            (s.gate_enabled or s.confidence_cut_logprob)
+            and dialect_for(target.api).logprobs
+            and req.endpoint in ("completions", "chat/completions")
+        ):
             # Token log-probabilities for the confidence gate (gate.py) and cut (postprocess/confidence.py).
             req.body["logprobs"] = 1 if req.endpoint == "completions" else True
         return plan, lift, req
 
-    async def run(self, ctx: CompletionContext, filt: StreamFilter,
-                  on_delta: Callable[[], None] | None = None, *, waking: bool = False) -> StreamOutcome:
+    async def run(
+        self,
+        ctx: CompletionContext,
+        filt: StreamFilter,
+        on_delta: Callable[[], None] | None = None,
+        *,
+        waking: bool = False,
+    ) -> StreamOutcome:
         """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
         stop, the stream ends, or ``request_timeout_ms`` passes; call ``on_delta()`` after
         each piece of text. A model that refuses native FIM is retried once per strategy.
@@ -118,7 +135,11 @@ class StreamRunner:
         if expect is not None and not target.ready:
             # A managed engine still starting runs its warm-up on this request's prompt,
             # which it then has in its KV cache (ManagedEngine.wait_ready).
-            expect(self._build(ctx, choose_strategy(target.api, model, s.fim, frozenset(rejected)), target, model)[2].body.get("prompt"))
+            expect(
+                self._build(ctx, choose_strategy(target.api, model, s.fim, frozenset(rejected)), target, model)[
+                    2
+                ].body.get("prompt")
+            )
         try:
             await target.ensure_ready()
         except BackendError as err:
@@ -132,8 +153,9 @@ class StreamRunner:
             # The backend said 429/503 and its window is not over (backends/ratelimit.py):
             # nothing goes upstream; no message (the episode's first failure had one).
             svc.metrics.count("upstream.rate_limited_skipped")
-            out.error = BackendError(RATE_LIMITED, f"{target.name} is cooling down for "
-                                     f"{cooldown.remaining_s():.1f} s more", actionable=False)
+            out.error = BackendError(
+                RATE_LIMITED, f"{target.name} is cooling down for {cooldown.remaining_s():.1f} s more", actionable=False
+            )
             return out
         warm_key = warm_key_of(target)
         was_warm = warm_key in self.warm
@@ -165,7 +187,9 @@ class StreamRunner:
                     info.on_headers = None if target.headers_before_prompt else answered
                     # With a healing grammar on llama-cpp-python: constrained until the heal
                     # is out, then a plain continuation (healing.stream_healed).
-                    async with contextlib.aclosing(healing.stream_healed(target.stream, req, info, target.api, plan.heal)) as deltas:
+                    async with contextlib.aclosing(
+                        healing.stream_healed(target.stream, req, info, target.api, plan.heal)
+                    ) as deltas:
                         async for delta in deltas:
                             answered()
                             delta = unheal.feed(delta)
@@ -217,6 +241,7 @@ class StreamRunner:
         if cooldown is not None and info.headers_at:
             cooldown.success()
         svc.record(target, None)
-        record_outcome(out, filt, target, req, was_warm=was_warm, metrics=svc.metrics, reports=svc.reports,
-                       contexts=svc.contexts)
+        record_outcome(
+            out, filt, target, req, was_warm=was_warm, metrics=svc.metrics, reports=svc.reports, contexts=svc.contexts
+        )
         return out

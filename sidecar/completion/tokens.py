@@ -46,14 +46,14 @@ def tail(text: str, budget: int) -> str:
     the cut falls inside a line (so consecutive prompts share a stable beginning)."""
     if budget <= 0:
         return ""
-    window = text[-budget * _CHARS_PER_TOKEN_CAP:]
+    window = text[-budget * _CHARS_PER_TOKEN_CAP :]
     toks = encoding().encode(window, disallowed_special=())
     if len(toks) <= budget and len(window) == len(text):
         return text
     cut = encoding().decode(toks[-budget:], errors="ignore") if len(toks) > budget else window
     nl = cut.find("\n")
     if 0 <= nl < len(cut) - 1:
-        return cut[nl + 1:]
+        return cut[nl + 1 :]
     return cut
 
 

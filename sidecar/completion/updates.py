@@ -9,7 +9,8 @@ that follows accepting it is speculated. See docs/architecture.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .request import Answer, Request
 
@@ -27,9 +28,15 @@ def update_item_id(req_id: int, seq: int) -> str:
     return f"u{req_id}.{seq}"
 
 
-async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: UpdateSink, metrics: Metrics,
-                       speculate: Callable[[Request, str], None],
-                       judge: Callable[[str, bool], bool] | None = None) -> None:
+async def send_updates(
+    doc: DocState,
+    req: Request,
+    answer: Answer,
+    on_update: UpdateSink,
+    metrics: Metrics,
+    speculate: Callable[[Request, str], None],
+    judge: Callable[[str, bool], bool] | None = None,
+) -> None:
     """Send ``req``'s updates from ``answer.stream`` until it ends or ``req`` is no longer
     ``doc.latest``; then ``speculate(req, final_text)``. ``judge(text, stream_done)``,
     when given (the request was answered with nothing yet: the confidence gate,
@@ -59,8 +66,9 @@ async def send_updates(doc: DocState, req: Request, answer: Answer, on_update: U
         await s.changed()
 
 
-async def speculate_when_done(doc: DocState, req: Request, answer: Answer,
-                              speculate: Callable[[Request, str], None]) -> None:
+async def speculate_when_done(
+    doc: DocState, req: Request, answer: Answer, speculate: Callable[[Request, str], None]
+) -> None:
     """For a client without updates: once ``answer.stream`` is over (and ``req`` still
     the latest), ``speculate(req, answer.text)``."""
     s = answer.stream

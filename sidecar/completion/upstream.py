@@ -8,7 +8,8 @@ scheduler and the prefetcher. See docs/architecture.md ("The path of a keystroke
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..providers import is_local
 from . import crossfile
@@ -41,8 +42,9 @@ class BackendUpstream:
         """The live settings."""
         return self._settings()
 
-    async def pump(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None],
-                   waking: bool = False) -> str:
+    async def pump(
+        self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool = False
+    ) -> str:
         """One upstream stream for ``ctx`` into ``filt``: ``complete``, ``partial`` (cut,
         deadline) or ``error``. ``waking``: see ``request.Upstream.pump``."""
         out = await self.runner.run(ctx, filt, on_delta, waking=waking)
@@ -65,9 +67,14 @@ class BackendUpstream:
     def cache_key(self, ctx: CompletionContext) -> CacheKey:
         """The cache key of a context on the backend and model the next stream would use."""
         b = self._target()
-        return CacheKey(backend=f"{b.provider}:{b.base_url}", model=b.model,
-                        language=ctx.language, prefix=ctx.prefix, suffix=ctx.suffix,
-                        extra=crossfile.digest(ctx.snippets, ctx.repo, ctx.path))
+        return CacheKey(
+            backend=f"{b.provider}:{b.base_url}",
+            model=b.model,
+            language=ctx.language,
+            prefix=ctx.prefix,
+            suffix=ctx.suffix,
+            extra=crossfile.digest(ctx.snippets, ctx.repo, ctx.path),
+        )
 
     def local_backend(self) -> bool:
         """Whether the next stream goes to a local engine."""

@@ -42,7 +42,7 @@ beginning and the cache keys once, so it must be rare.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .prompt_cost import PromptCost
 
@@ -112,8 +112,9 @@ class WindowBudget(PromptCost):
         """The suffix window sizes allowed for maximum ``max_suffix`` (``[0]`` for 0)."""
         return _levels(max_suffix, SUFFIX_FLOOR_TOKENS, SUFFIX_STEP_TOKENS)
 
-    def _decide(self, current: tuple[int, int], pre_levels: list[int], suf_levels: list[int],
-                target: int) -> tuple[int, int]:
+    def _decide(
+        self, current: tuple[int, int], pre_levels: list[int], suf_levels: list[int], target: int
+    ) -> tuple[int, int]:
         m = self.model()
         if m is None:
             return current

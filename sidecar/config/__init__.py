@@ -17,10 +17,37 @@ Secrets (the API keys, secret headers) are kept out of ``repr`` and logs.
 
 from .declare import ConfigError, Spec, setting
 from .doc import settings_table_markdown
-from .load import (BACKEND_FIELDS, ENV_VARS, OPENAI_ENV_VARS, backend_changed, build, config_file_path, from_env,
-                   from_file, normalize, refused_base_url, settle)
+from .load import (
+    BACKEND_FIELDS,
+    ENV_VARS,
+    OPENAI_ENV_VARS,
+    backend_changed,
+    build,
+    config_file_path,
+    from_env,
+    from_file,
+    normalize,
+    refused_base_url,
+    settle,
+)
 from .settings import APP_NAME, Settings
 
-__all__ = ["APP_NAME", "BACKEND_FIELDS", "ENV_VARS", "OPENAI_ENV_VARS", "ConfigError", "Settings", "Spec",
-           "backend_changed", "build", "config_file_path", "from_env", "from_file", "normalize", "refused_base_url",
-           "setting", "settings_table_markdown", "settle"]
+__all__ = [
+    "APP_NAME",
+    "BACKEND_FIELDS",
+    "ENV_VARS",
+    "OPENAI_ENV_VARS",
+    "ConfigError",
+    "Settings",
+    "Spec",
+    "backend_changed",
+    "build",
+    "config_file_path",
+    "from_env",
+    "from_file",
+    "normalize",
+    "refused_base_url",
+    "setting",
+    "settings_table_markdown",
+    "settle",
+]

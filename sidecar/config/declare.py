@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 SPEC = "sidecar.setting"
 
@@ -19,8 +20,20 @@ SPEC = "sidecar.setting"
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 #: Headers that the HTTP client owns; a custom table may not set them.
-_RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "content-type",
-                               "te", "upgrade", "keep-alive", "proxy-authorization", "proxy-connection"})
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "content-type",
+        "te",
+        "upgrade",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+    }
+)
 
 
 class ConfigError(ValueError):
@@ -49,10 +62,20 @@ class Spec:
     default_doc: str | None = None
 
 
-def setting(default: Any, *, doc: str, choices: tuple[str, ...] = (), range: tuple[float, float] | None = None,
-            env: str | tuple[str, ...] | None = None, fallback_env: tuple[str, ...] = (), secret: bool = False,
-            backend: bool = False, internal: bool = False, url: bool = False,
-            default_doc: str | None = None) -> Any:
+def setting(
+    default: Any,
+    *,
+    doc: str,
+    choices: tuple[str, ...] = (),
+    range: tuple[float, float] | None = None,
+    env: str | tuple[str, ...] | None = None,
+    fallback_env: tuple[str, ...] = (),
+    secret: bool = False,
+    backend: bool = False,
+    internal: bool = False,
+    url: bool = False,
+    default_doc: str | None = None,
+) -> Any:
     """A field of ``Settings``, declared once.
 
     ``doc``: one line for the documentation's table. ``choices``: the allowed strings
@@ -65,9 +88,18 @@ def setting(default: Any, *, doc: str, choices: tuple[str, ...] = (), range: tup
     loading, no source may set it. ``url``: an ``http://`` or ``https://`` URL.
     ``default_doc``: the default as the documentation says it, when the value alone
     (often None) does not."""
-    spec = Spec(doc=doc, choices=choices, range=range, env=(env,) if isinstance(env, str) else env,
-                fallback_env=fallback_env, secret=secret, backend=backend, internal=internal, url=url,
-                default_doc=default_doc)
+    spec = Spec(
+        doc=doc,
+        choices=choices,
+        range=range,
+        env=(env,) if isinstance(env, str) else env,
+        fallback_env=fallback_env,
+        secret=secret,
+        backend=backend,
+        internal=internal,
+        url=url,
+        default_doc=default_doc,
+    )
     return dataclasses.field(default=default, repr=not (secret or internal), metadata={SPEC: spec})
 
 
@@ -92,6 +124,7 @@ def coerce_headers(key: str, value: Any, source: str) -> tuple[tuple[str, str], 
     """A header table (a mapping, or a JSON object in a string such as ``SIDECAR_HEADERS``)
     as ``((name, value), ...)``. Raises ConfigError for a name that is not an RFC 9110
     token, a reserved name, or a value that is not a string without CR/LF."""
+
     def bad(why: str) -> ConfigError:
         return ConfigError(f"invalid setting '{key}' from {source}: {why}")
 

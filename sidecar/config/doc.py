@@ -64,7 +64,9 @@ def settings_table_markdown() -> str:
         if spec.fallback_env:
             env += ", else " + " or ".join(f"`{v}`" for v in spec.fallback_env)
         default = spec.default_doc or _default(f.default)
-        rows.append("| " + " | ".join(_cell(c) for c in (f"`{f.name}`", env, default, _values(f.name), spec.doc)) + " |")
+        rows.append(
+            "| " + " | ".join(_cell(c) for c in (f"`{f.name}`", env, default, _values(f.name), spec.doc)) + " |"
+        )
     return "\n".join(rows) + "\n"
 
 

@@ -10,8 +10,9 @@ import math
 import os
 import tomllib
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import platformdirs
 
@@ -52,9 +53,11 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 #: The internal setting that marks an invalid base URL (``Settings.base_url_error``).
 URL_ERROR = "base_url_error"
 #: What follows the message of an invalid base URL when it leaves no cloud backend.
-NO_CLOUD = ("; so no cloud backend is used: the API key is sent only to the base URL you set, never to another "
-            "host. Fix the URL (it must start with http:// or https://) and restart sidecar, or set base_url in the "
-            "editor's settings")
+NO_CLOUD = (
+    "; so no cloud backend is used: the API key is sent only to the base URL you set, never to another "
+    "host. Fix the URL (it must start with http:// or https://) and restart sidecar, or set base_url in the "
+    "editor's settings"
+)
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
@@ -239,20 +242,27 @@ def build(*layers: Mapping[str, Any]) -> Settings:
     engine = s.engine
     if s.resolved_mode in ("local", "auto"):
         if not engine.managed and not s.local_url:
-            raise ConfigError(f"invalid settings: local_engine '{engine.name}' needs local_url (SIDECAR_LOCAL_URL)",
-                              keys=("local_engine",))
+            raise ConfigError(
+                f"invalid settings: local_engine '{engine.name}' needs local_url (SIDECAR_LOCAL_URL)",
+                keys=("local_engine",),
+            )
         if engine.needs_model and not s.local_model:
-            raise ConfigError(f"invalid settings: local_engine '{engine.name}' needs local_model (SIDECAR_LOCAL_MODEL), "
-                              f"e.g. {engine.model_example}", keys=("local_engine",))
+            raise ConfigError(
+                f"invalid settings: local_engine '{engine.name}' needs local_model (SIDECAR_LOCAL_MODEL), "
+                f"e.g. {engine.model_example}",
+                keys=("local_engine",),
+            )
     if s.debounce_max_ms is not None and s.debounce_min_ms > s.debounce_max_ms:
         raise ConfigError(
             f"invalid settings: debounce_min_ms ({s.debounce_min_ms}) is above debounce_max_ms ({s.debounce_max_ms})",
-            keys=("debounce_min_ms", "debounce_max_ms"))
+            keys=("debounce_min_ms", "debounce_max_ms"),
+        )
     return s
 
 
-def settle(layers: Sequence[Mapping[str, Any]], errors: list[str] | None = None, *,
-           names: Sequence[str] = (), fixed: int = 0) -> list[dict[str, Any]]:
+def settle(
+    layers: Sequence[Mapping[str, Any]], errors: list[str] | None = None, *, names: Sequence[str] = (), fixed: int = 0
+) -> list[dict[str, Any]]:
     """``layers`` (lowest first, as :func:`build` takes them) with the settings dropped
     that make them contradict each other, so that :func:`build` accepts them: only the
     settings a contradiction names (``ConfigError.keys``) fall back to the layer below
@@ -269,8 +279,14 @@ def settle(layers: Sequence[Mapping[str, Any]], errors: list[str] | None = None,
             build(*out)
             return out
         except ConfigError as exc:
-            at = next(((i, [k for k in exc.keys if k in out[i]]) for i in range(fixed, len(out))
-                       if any(k in out[i] for k in exc.keys)), None)
+            at = next(
+                (
+                    (i, [k for k in exc.keys if k in out[i]])
+                    for i in range(fixed, len(out))
+                    if any(k in out[i] for k in exc.keys)
+                ),
+                None,
+            )
             if at is None:
                 at = next(((i, sorted(out[i])) for i in range(fixed, len(out)) if out[i]), None)
                 if at is None:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from .. import providers as P
+
 # The gate's fitted defaults live with its weights (one source: docs/benchmarks.md, "Confidence gate").
 from ..completion import gate as _gate
 from ..observability import redact as _redact
@@ -32,171 +33,260 @@ class Settings:
 
     # ----------------------------------------------------------- who serves
     provider: str = setting(
-        "auto", choices=("auto", *P.PROVIDERS), backend=True,
+        "auto",
+        choices=("auto", *P.PROVIDERS),
+        backend=True,
         doc="who serves: `siliconflow`, `openai` (any OpenAI-compatible server at `base_url`), `local`; `auto`: a "
-            "base URL on a SiliconFlow host is SiliconFlow, any other base URL is `openai` (whichever variable holds "
-            "the key); a key without a base URL is SiliconFlow; else local")
+        "base URL on a SiliconFlow host is SiliconFlow, any other base URL is `openai` (whichever variable holds "
+        "the key); a key without a base URL is SiliconFlow; else local",
+    )
     mode: str | None = setting(
-        None, choices=("auto", "cloud", "local"), backend=True, default_doc="unset: cloud if configured, else local",
+        None,
+        choices=("auto", "cloud", "local"),
+        backend=True,
+        default_doc="unset: cloud if configured, else local",
         doc="where completions come from; `auto`: the local engine while it is healthy, else the cloud "
-            "(see [Local GPU mode](engines.md#local-gpu-mode))")
+        "(see [Local GPU mode](engines.md#local-gpu-mode))",
+    )
     api_key: str | None = setting(
-        None, env=(P.SILICONFLOW.key_env, "SIDECAR_API_KEY"), fallback_env=(P.OPENAI.key_env,), secret=True,
-        backend=True, doc="sent only as a Bearer token to the configured backend; never logged")
+        None,
+        env=(P.SILICONFLOW.key_env, "SIDECAR_API_KEY"),
+        fallback_env=(P.OPENAI.key_env,),
+        secret=True,
+        backend=True,
+        doc="sent only as a Bearer token to the configured backend; never logged",
+    )
     base_url: str | None = setting(
-        None, fallback_env=(P.OPENAI.base_url_env,), url=True, backend=True,
-        doc="OpenAI-compatible base URL ending in `/v1`")
+        None,
+        fallback_env=(P.OPENAI.base_url_env,),
+        url=True,
+        backend=True,
+        doc="OpenAI-compatible base URL ending in `/v1`",
+    )
     siliconflow_region: str = setting(
-        P.SILICONFLOW.regions[0], choices=P.SILICONFLOW.regions, backend=True,
-        doc=" or ".join(f"`{r}` ({urlsplit(u).hostname})" for r, u in P.SILICONFLOW.hosts))
+        P.SILICONFLOW.regions[0],
+        choices=P.SILICONFLOW.regions,
+        backend=True,
+        doc=" or ".join(f"`{r}` ({urlsplit(u).hostname})" for r, u in P.SILICONFLOW.hosts),
+    )
     model: str | None = setting(
-        None, backend=True, default_doc=f"`{P.SILICONFLOW.default_model}` (SiliconFlow)", doc="model id")
+        None, backend=True, default_doc=f"`{P.SILICONFLOW.default_model}` (SiliconFlow)", doc="model id"
+    )
     # ----------------------------------------------------------- the prompt
     fim: str = setting(
-        "auto", choices=("auto", "suffix", "template", "chat", "prefix"),
-        doc="the prompt strategy; `auto` lets the backend's wire format and the model decide")
+        "auto",
+        choices=("auto", "suffix", "template", "chat", "prefix"),
+        doc="the prompt strategy; `auto` lets the backend's wire format and the model decide",
+    )
     token_healing: bool = setting(
-        True, doc="a prompt that ends inside a word (or after a space, on local engines) is backed up to the word's "
-                  "start and the answer must begin with what was cut: a llama.cpp grammar on llama-cpp-python / "
-                  "llama-server, a filter on the cloud and Ollama (`completion/healing/`)")
+        True,
+        doc="a prompt that ends inside a word (or after a space, on local engines) is backed up to the word's "
+        "start and the answer must begin with what was cut: a llama.cpp grammar on llama-cpp-python / "
+        "llama-server, a filter on the cloud and Ollama (`completion/healing/`)",
+    )
     max_tokens: int = setting(64, range=(1, 4096), doc="model tokens per completion")
     temperature: float = setting(0.2, range=(0.0, 2.0), doc="sampling temperature")
     prefix_tokens: int = setting(
-        1024, range=(16, 32768),
+        1024,
+        range=(16, 32768),
         doc="largest prefix window, counted with tiktoken's cl100k (offline copy); the window cut follows "
-            "`target_ttft_ms`")
+        "`target_ttft_ms`",
+    )
     suffix_tokens: int = setting(256, range=(0, 32768), doc="largest suffix window, as `prefix_tokens`")
     target_ttft_ms: int | None = setting(
-        None, range=(0, 600000), default_doc="300 local, off for the cloud",
+        None,
+        range=(0, 600000),
+        default_doc="300 local, off for the cloud",
         doc="the window is a latency budget: from the engine's measured prompt speed (fixed cost + ms per new "
-            "prompt token, medians of recent warm streams) the suffix window (evaluated again after every key) is "
-            "the largest 64-token step from 64 up to `suffix_tokens` predicted to meet this TTFT, and the prefix "
-            "window (kept in the KV cache while you type in one block) the largest 128-token step from 512 up to "
-            "`prefix_tokens` whose cold prompt is predicted to meet four times it; changes at most every 30 s, "
-            "with 15 % hysteresis; 0 turns it off (`completion/window.py`)")
+        "prompt token, medians of recent warm streams) the suffix window (evaluated again after every key) is "
+        "the largest 64-token step from 64 up to `suffix_tokens` predicted to meet this TTFT, and the prefix "
+        "window (kept in the KV cache while you type in one block) the largest 128-token step from 512 up to "
+        "`prefix_tokens` whose cold prompt is predicted to meet four times it; changes at most every 30 s, "
+        "with 15 % hysteresis; 0 turns it off (`completion/window.py`)",
+    )
     crossfile_tokens: int | None = setting(
-        None, range=(0, 8192), default_doc="256 local / 512 cloud",
+        None,
+        range=(0, 8192),
+        default_doc="256 local / 512 cloud",
         doc="snippets of other open documents (lines around their recent edits, then definitions of names used "
-            "near the cursor), in the model's repository format (Qwen2.5-Coder `<|file_sep|>`, llama-server "
-            "`input_extra`, a comment block otherwise), stable while you type in one 16-line block; 0 turns it "
-            "off. In cloud mode these snippets go to the cloud provider too")
+        "near the cursor), in the model's repository format (Qwen2.5-Coder `<|file_sep|>`, llama-server "
+        "`input_extra`, a comment block otherwise), stable while you type in one 16-line block; 0 turns it "
+        "off. In cloud mode these snippets go to the cloud provider too",
+    )
     # ----------------------------------------------------------- time and transport
     request_timeout_ms: int = setting(
-        8000, range=(100, 600000), backend=True,
-        doc="deadline of every LSP request and of one upstream stream; on expiry the text so far is used")
+        8000,
+        range=(100, 600000),
+        backend=True,
+        doc="deadline of every LSP request and of one upstream stream; on expiry the text so far is used",
+    )
     cold_start_timeout_ms: int = setting(
-        120000, range=(1000, 1800000), backend=True,
+        120000,
+        range=(1000, 1800000),
+        backend=True,
         doc="how long a model load may take: the first stream on a backend that has sent nothing yet runs this "
-            "long in the background")
+        "long in the background",
+    )
     prefill_timeout_ms: int = setting(
-        30000, range=(100, 600000),
+        30000,
+        range=(100, 600000),
         doc="how long a warm local engine may evaluate a prompt before its first token: such a stream outlives "
-            "its request's deadline in the background, and the suggestion follows as an update")
+        "its request's deadline in the background, and the suggestion follows as an update",
+    )
     connect_timeout_ms: int = setting(3000, range=(50, 60000), backend=True, doc="TCP/TLS connect timeout")
     http2: bool = setting(
-        False, backend=True,
-        doc="HTTP/2 is opt-in: over HTTP/2 httpx cannot stop a stream the user no longer needs")
+        False, backend=True, doc="HTTP/2 is opt-in: over HTTP/2 httpx cannot stop a stream the user no longer needs"
+    )
     # ----------------------------------------------------------- the local side
     local_engine: str = setting(
-        P.MANAGED.name, choices=tuple(P.LOCAL_ENGINES), backend=True,
+        P.MANAGED.name,
+        choices=tuple(P.LOCAL_ENGINES),
+        backend=True,
         doc="`managed`: sidecar runs llama-cpp-python itself; the others are an engine at `local_url` "
-            "(llama.cpp's llama-server, Ollama, any OpenAI-compatible server: vLLM, SGLang, LM Studio)")
+        "(llama.cpp's llama-server, Ollama, any OpenAI-compatible server: vLLM, SGLang, LM Studio)",
+    )
     local_url: str | None = setting(
-        None, url=True, backend=True,
-        doc="root URL of an external engine (llama-server, Ollama) or its `/v1` base")
+        None, url=True, backend=True, doc="root URL of an external engine (llama-server, Ollama) or its `/v1` base"
+    )
     local_model: str | None = setting(
-        None, backend=True, default_doc="`auto`",
+        None,
+        backend=True,
+        default_doc="`auto`",
         doc="managed engine: a catalog name (`sidecar model list`) or `auto` (the installed code model that fits, "
-            "else the shipped SmolLM2); external engine: the model name it serves (e.g. an Ollama tag)")
+        "else the shipped SmolLM2); external engine: the model name it serves (e.g. an Ollama tag)",
+    )
     local_model_path: str | None = setting(
-        None, backend=True, doc="a GGUF file for the managed engine (wins over `local_model`)")
+        None, backend=True, doc="a GGUF file for the managed engine (wins over `local_model`)"
+    )
     local_n_ctx: int = setting(2048, range=(256, 131072), backend=True, doc="llama.cpp context (tokens)")
     local_n_gpu_layers: int | None = setting(
-        None, range=(-1, 1000), backend=True, default_doc="all layers with a GPU build, else 0",
-        doc="layers on the GPU (-1 = all)")
+        None,
+        range=(-1, 1000),
+        backend=True,
+        default_doc="all layers with a GPU build, else 0",
+        doc="layers on the GPU (-1 = all)",
+    )
     local_threads: int | None = setting(
-        None, range=(1, 512), backend=True, default_doc="auto", doc="decode threads of the managed engine (auto: all CPUs up to 4, else half)")
+        None,
+        range=(1, 512),
+        backend=True,
+        default_doc="auto",
+        doc="decode threads of the managed engine (auto: all CPUs up to 4, else half)",
+    )
     # ----------------------------------------------------------- scheduling
     scheduling: str = setting(
-        "adaptive", choices=("adaptive", "naive"),
-        doc="`naive` turns off debounce, reuse and supersede (a baseline for benchmarks)")
+        "adaptive",
+        choices=("adaptive", "naive"),
+        doc="`naive` turns off debounce, reuse and supersede (a baseline for benchmarks)",
+    )
     debounce_min_ms: int = setting(50, range=(0, 5000), doc="floor of the adaptive debounce")
     debounce_max_ms: int | None = setting(
-        None, range=(0, 5000), default_doc="400 cloud, 100 local", doc="ceiling of the adaptive debounce")
+        None, range=(0, 5000), default_doc="400 cloud, 100 local", doc="ceiling of the adaptive debounce"
+    )
     first_line_deadline_ms: int = setting(
-        250, range=(0, 60000),
-        doc="answer with what has arrived this long after the first token, if the first line is not complete yet")
-    max_concurrent_streams: int = setting(
-        4, range=(1, 64), doc="upstream streams open at once, across all documents")
+        250,
+        range=(0, 60000),
+        doc="answer with what has arrived this long after the first token, if the first line is not complete yet",
+    )
+    max_concurrent_streams: int = setting(4, range=(1, 64), doc="upstream streams open at once, across all documents")
     prefetch_enabled: bool = setting(True, env="SIDECAR_PREFETCH", doc="speculative prefetch")
     lookahead_lines: int = setting(
-        1, range=(0, 8),
+        1,
+        range=(0, 8),
         doc="lines with text a one-line suggestion's stream reads past its end, so that the request after "
-            "accepting it is answered at once from the same stream (0 turns it off; `postprocess/pipeline.py`)")
+        "accepting it is answered at once from the same stream (0 turns it off; `postprocess/pipeline.py`)",
+    )
     prefetch_max_concurrent: int = setting(1, range=(1, 16), doc="prefetch streams at once")
     prefetch_tokens_per_min: int | None = setting(
-        None, range=(0, 100_000_000), default_doc="6,000 cloud / 200,000 local", doc="rolling token budget for prefetch")
+        None, range=(0, 100_000_000), default_doc="6,000 cloud / 200,000 local", doc="rolling token budget for prefetch"
+    )
     # ----------------------------------------------------------- the cache
     cache_enabled: bool = setting(True, env="SIDECAR_CACHE", doc="the completion cache")
     cache_path: str | None = setting(
-        None, default_doc="`~/.cache/sidecar/completions.sqlite3` on Linux", doc="the cache file (platform cache dir)")
+        None, default_doc="`~/.cache/sidecar/completions.sqlite3` on Linux", doc="the cache file (platform cache dir)"
+    )
     cache_max_entries: int = setting(
-        20000, range=(100, 10_000_000), doc="entries in the file; the memory front holds a tenth")
+        20000, range=(100, 10_000_000), doc="entries in the file; the memory front holds a tenth"
+    )
     cache_max_bytes: int = setting(
-        64 * 1024 * 1024, range=(1 << 20, 1 << 40), default_doc="64 MiB", doc="size of the file")
+        64 * 1024 * 1024, range=(1 << 20, 1 << 40), default_doc="64 MiB", doc="size of the file"
+    )
     cache_ttl_s: int = setting(86400, range=(1, 10 * 365 * 86400), doc="entries older than this are not served")
     gate_enabled: bool = setting(
-        True, env="SIDECAR_GATE",
+        True,
+        env="SIDECAR_GATE",
         doc="the confidence gate: hold back suggestions the user is unlikely to take, learning from accepts and "
-            "suggestions passed over after they were read (`completion/gate.py`). It judges suggestions that carry "
-            "the model's token log-probabilities (the managed engine, OpenAI-compatible engines that return them) "
-            "and shows fresh suggestions from backends that send none; fitted on the real-code corpus's tuning half "
-            "(docs/benchmarks.md, \"Confidence gate\")")
+        "suggestions passed over after they were read (`completion/gate.py`). It judges suggestions that carry "
+        "the model's token log-probabilities (the managed engine, OpenAI-compatible engines that return them) "
+        "and shows fresh suggestions from backends that send none; fitted on the real-code corpus's tuning half "
+        '(docs/benchmarks.md, "Confidence gate")',
+    )
     confidence_cut_logprob: float = setting(
-        0.0, range=(-30.0, 0.0),
+        0.0,
+        range=(-30.0, 0.0),
         doc="the confidence cut: a multi-line suggestion ends before the first line after its first whose least "
-            "sure token has a natural log-probability below this (needs a backend that sends token "
-            "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)")
+        "sure token has a natural log-probability below this (needs a backend that sends token "
+        "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)",
+    )
     gate_threshold: float = setting(
-        _gate.DEFAULT_THRESHOLD, range=(0.0, 1.0), doc="the gate's bar: estimated chance of an accept below which nothing is shown")
+        _gate.DEFAULT_THRESHOLD,
+        range=(0.0, 1.0),
+        doc="the gate's bar: estimated chance of an accept below which nothing is shown",
+    )
     gate_seen_ms: int = setting(
-        _gate.DEFAULT_SEEN_MS, range=(0, 60000),
+        _gate.DEFAULT_SEEN_MS,
+        range=(0, 60000),
         doc="a suggestion passed over teaches the gate a reject only if it was on screen at least this long (ms): "
-            "one typed over sooner was not read (`completion/acceptance.py`)")
+        "one typed over sooner was not read (`completion/acceptance.py`)",
+    )
     retained_short_s: float = setting(
-        30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted")
+        30.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are first counted"
+    )
     retained_long_s: float = setting(
-        120.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are counted again")
+        120.0, range=(0.1, 86400.0), doc="seconds after an accept at which retained characters are counted again"
+    )
     # ----------------------------------------------------------- observability
     log_level: str = setting(
-        "warning", choices=("debug", "info", "warning", "error"),
-        doc="logs go to stderr and the JSON-lines file, never stdout")
-    log_file: str | None = setting(
-        None, default_doc="platform log dir", doc="JSON-lines log path, or `off`")
+        "warning",
+        choices=("debug", "info", "warning", "error"),
+        doc="logs go to stderr and the JSON-lines file, never stdout",
+    )
+    log_file: str | None = setting(None, default_doc="platform log dir", doc="JSON-lines log path, or `off`")
     prometheus_port: int | None = setting(
-        None, range=(1, 65535), default_doc="off", doc="serve `/metrics` on 127.0.0.1")
-    latency_warn_ms: int = setting(
-        1500, range=(50, 600000), doc="p90 TTFT that triggers the one-time slowness message")
+        None, range=(1, 65535), default_doc="off", doc="serve `/metrics` on 127.0.0.1"
+    )
+    latency_warn_ms: int = setting(1500, range=(50, 600000), doc="p90 TTFT that triggers the one-time slowness message")
     # ----------------------------------------------------------- shared backends
     # docs/backends.md "Rate limits and shared backends". Header tables are
     # ((name, value), ...) so that Settings stays hashable.
     headers: tuple[tuple[str, str], ...] = setting(
-        (), secret=True, backend=True,
+        (),
+        secret=True,
+        backend=True,
         doc='extra HTTP headers for the cloud / OpenAI-compatible backend, e.g. `{"X-Team": "infra"}` (a JSON '
-            "object in the variable, a TOML table in the config file)")
+        "object in the variable, a TOML table in the config file)",
+    )
     local_api_key: str | None = setting(
-        None, secret=True, backend=True,
+        None,
+        secret=True,
+        backend=True,
         doc="Bearer key for an external local engine (`llama-server --api-key`, Ollama behind a gateway); the "
-            "cloud key never goes there")
+        "cloud key never goes there",
+    )
     local_headers: tuple[tuple[str, str], ...] = setting(
-        (), secret=True, backend=True, doc="extra headers for an external local engine")
+        (), secret=True, backend=True, doc="extra headers for an external local engine"
+    )
     user: str | None = setting(
-        None, backend=True,
-        doc="end-user id sent as `user` in OpenAI-shaped request bodies (per-user accounting on a shared gateway)")
+        None,
+        backend=True,
+        doc="end-user id sent as `user` in OpenAI-shaped request bodies (per-user accounting on a shared gateway)",
+    )
     trust_env: bool = setting(
-        True, backend=True,
+        True,
+        backend=True,
         doc="honour `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY` and `SSL_CERT_FILE`; loopback URLs "
-            "(the embedded engine, `127.0.0.1`, `localhost`) never use a proxy")
+        "(the embedded engine, `127.0.0.1`, `localhost`) never use a proxy",
+    )
     #: Internal: the provider whose own variable held the API key (``SILICONFLOW_API_KEY``:
     #: siliconflow, ``OPENAI_API_KEY``: openai), None when it came from elsewhere. Only a
     #: provider without a host of its own changes detection (its key alone configures
@@ -208,8 +298,9 @@ class Settings:
     #: so it never goes to SiliconFlow's default host or to a base URL of a lower layer.
     #: A layer's valid ``base_url`` clears it and its ``base_url_error`` clears a lower
     #: layer's ``base_url`` (``load.build``).
-    base_url_error: str | None = setting(None, internal=True, backend=True,
-                                         doc="why the configured base URL was refused")
+    base_url_error: str | None = setting(
+        None, internal=True, backend=True, doc="why the configured base URL was refused"
+    )
 
     def __post_init__(self) -> None:
         # Every configured key is redacted from logs, messages and errors from now on.
@@ -269,13 +360,21 @@ class Settings:
         URL is not a SiliconFlow host, so requests take the OpenAI-compatible shape. None
         otherwise. ``sidecar doctor`` and the server's start-up log show it."""
         key_owner = P.PROVIDERS.get(self.api_key_for or "")
-        if (self.provider in P.PROVIDERS or not self.base_url or not self.api_key or key_owner is None
-                or not key_owner.domains or key_owner.owns_url(self.base_url)):
+        if (
+            self.provider in P.PROVIDERS
+            or not self.base_url
+            or not self.api_key
+            or key_owner is None
+            or not key_owner.domains
+            or key_owner.owns_url(self.base_url)
+        ):
             return None
         host = urlsplit(self.base_url).hostname or self.base_url
-        return (f"the key comes from {key_owner.key_env} but {host} is not a {key_owner.label} host, so requests use "
-                f"the OpenAI-compatible shape; set SIDECAR_PROVIDER={key_owner.name} (provider = \"{key_owner.name}\") "
-                f"to send {key_owner.label}'s")
+        return (
+            f"the key comes from {key_owner.key_env} but {host} is not a {key_owner.label} host, so requests use "
+            f'the OpenAI-compatible shape; set SIDECAR_PROVIDER={key_owner.name} (provider = "{key_owner.name}") '
+            f"to send {key_owner.label}'s"
+        )
 
     @property
     def resolved_mode(self) -> str:
@@ -327,8 +426,13 @@ class Settings:
         for f in dataclasses.fields(self):
             if spec_of(f).secret:
                 value = getattr(self, f.name)
-                d[f.name] = ({n: ("***" if is_secret_header(n) else v) for n, v in value}
-                             if isinstance(value, tuple) else "***" if value else None)
+                d[f.name] = (
+                    {n: ("***" if is_secret_header(n) else v) for n, v in value}
+                    if isinstance(value, tuple)
+                    else "***"
+                    if value
+                    else None
+                )
         d["resolved_mode"] = self.resolved_mode
         d["resolved_provider"] = self.resolved_provider
         d["resolved_base_url"] = self.resolved_base_url

@@ -52,7 +52,6 @@ async def write_stats_forever(ls: Any, every_s: float = 2.0) -> None:
         await asyncio.sleep(every_s)
 
 
-
 async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
     """Switch between the cloud backend, the local engine and ``auto`` at run time. Open
     documents are kept; the old backend's streams are closed; cache keys carry backend and
@@ -71,8 +70,9 @@ async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
         return _refused(ls, current, f"cannot switch to {mode} mode: {reason}")
     if mode in ("cloud", "auto") and candidate.cloud_provider is None:
         if candidate.base_url_error:
-            return _refused(ls, current, f"{mode} mode needs a cloud backend, and there is none: "
-                                         f"{candidate.base_url_error}")
+            return _refused(
+                ls, current, f"{mode} mode needs a cloud backend, and there is none: {candidate.base_url_error}"
+            )
         return _refused(ls, current, f"{mode} mode needs a cloud backend (SILICONFLOW_API_KEY or SIDECAR_BASE_URL)")
     ls.mode_layer = layer
     # The mode in use: no new backend (config.backend_changed compares resolved modes).

@@ -28,8 +28,9 @@ by a Python string; it is taken as the start of that character.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import islice
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from lsprotocol import types
 from pygls.workspace import PositionCodec, TextDocument, Workspace
@@ -61,7 +62,7 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-def line_span(text: str, line: int) -> Optional[tuple[int, int]]:
+def line_span(text: str, line: int) -> tuple[int, int] | None:
     """(start, end) offsets of ``line`` without its line break; None past the last line."""
     if line <= 0:
         start = 0
@@ -139,7 +140,7 @@ class LspTextDocument(TextDocument):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._line_list: Optional[list[str]] = None  # the lines of the text, once edited
+        self._line_list: list[str] | None = None  # the lines of the text, once edited
 
     @property
     def encoding(self) -> str:
@@ -170,7 +171,7 @@ class LspTextDocument(TextDocument):
         (ls, cs), (le, ce) = start, end
         lo, hi = max(ls - 1, 0), min(le + 2, len(lines))
         head = "".join(lines[lo:ls]) + (lines[ls][:cs] if ls < len(lines) else "")
-        tail = (lines[le][ce:] if le < len(lines) else "") + "".join(lines[le + 1:hi])
+        tail = (lines[le][ce:] if le < len(lines) else "") + "".join(lines[le + 1 : hi])
         lines[lo:hi] = split_lines(head + change.text + tail)
         self._source = None
 
@@ -192,7 +193,7 @@ class LspWorkspace(Workspace):
         self._position_codec = SpecPositionCodec(encoding=self._position_encoding)
 
     @classmethod
-    def adopt(cls, ws: Workspace) -> "LspWorkspace":
+    def adopt(cls, ws: Workspace) -> LspWorkspace:
         """The same workspace (root, sync kind, folders, encoding, documents) as ours."""
         if isinstance(ws, cls):
             return ws
@@ -202,13 +203,21 @@ class LspWorkspace(Workspace):
         new._cell_in_notebook = ws._cell_in_notebook
         for uri, doc in ws.text_documents.items():
             new._text_documents[uri] = new._create_text_document(
-                doc.uri, source=doc._source, version=doc.version, language_id=doc.language_id)
+                doc.uri, source=doc._source, version=doc.version, language_id=doc.language_id
+            )
         return new
 
-    def _create_text_document(self, doc_uri: str, source: Optional[str] = None, version: Optional[int] = None,
-                              language_id: Optional[str] = None) -> LspTextDocument:
-        return LspTextDocument(doc_uri, source=source, version=version, language_id=language_id,
-                               sync_kind=self._sync_kind, position_codec=self._position_codec)
+    def _create_text_document(
+        self, doc_uri: str, source: str | None = None, version: int | None = None, language_id: str | None = None
+    ) -> LspTextDocument:
+        return LspTextDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self._position_codec,
+        )
 
 
 class DocumentsProtocolMixin:
@@ -216,9 +225,9 @@ class DocumentsProtocolMixin:
     creates (at ``initialize``) is replaced by an :class:`LspWorkspace` holding the same."""
 
     @property
-    def _workspace(self) -> Optional[Workspace]:
+    def _workspace(self) -> Workspace | None:
         return self.__dict__.get("_sidecar_workspace")
 
     @_workspace.setter
-    def _workspace(self, ws: Optional[Workspace]) -> None:
+    def _workspace(self, ws: Workspace | None) -> None:
         self.__dict__["_sidecar_workspace"] = None if ws is None else LspWorkspace.adopt(ws)

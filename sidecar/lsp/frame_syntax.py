@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 # The start of a frame anywhere in the stream (resynchronisation, overlong bodies).
 _HEADER_AT = re.compile(rb"content-length[ \t]*:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
@@ -29,7 +29,7 @@ def _short(data: bytes, n: int = 60) -> str:
     return repr(data[:n]) + ("..." if len(data) > n else "")
 
 
-def _decode_prefix(body: bytes) -> Optional[tuple[Any, int]]:
+def _decode_prefix(body: bytes) -> tuple[Any, int] | None:
     """The JSON object or array at the start of ``body`` (after whitespace) and the byte
     offset just after it, or None."""
     try:

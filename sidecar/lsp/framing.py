@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from .frame_syntax import _DIGITS, _HEADER_AT, _HEADER_LINE, _decode_prefix, _short
 
@@ -61,7 +61,7 @@ class Framer:
         self.pos = 0  # next byte to look at
         self.frame_start = 0  # first byte of the frame being read
         self.body_start = 0
-        self.length: Optional[int] = None
+        self.length: int | None = None
         self.header_lines = 0
         self.scanned = 0  # body: searched for a header up to here
         self.junk = 0  # bytes skipped since the last good frame
@@ -86,12 +86,16 @@ class Framer:
         if self.state != "body" or self._stall_seen == len(self.buf):
             return events
         self._stall_seen = len(self.buf)
-        got = _decode_prefix(bytes(self.buf[self.body_start:]))
-        if got is None or bytes(self.buf[self.body_start + got[1]:]).strip():
+        got = _decode_prefix(bytes(self.buf[self.body_start :]))
+        if got is None or bytes(self.buf[self.body_start + got[1] :]).strip():
             return events
         have = len(self.buf) - self.body_start
-        events.append(("malformed", f"Content-Length {self.length} is longer than the message ({have} bytes); "
-                                    f"handled the message as it is"))
+        events.append(
+            (
+                "malformed",
+                f"Content-Length {self.length} is longer than the message ({have} bytes); handled the message as it is",
+            )
+        )
         events.append(("message", got[0]))
         self._next_frame(len(self.buf), good=True)
         self._run(events)
@@ -100,7 +104,7 @@ class Framer:
     def eof(self) -> list[Event]:
         """The input ended: take an overlong last body, report a cut-off frame."""
         events = self.stalled() if self.state == "body" else []
-        rest = bytes(self.buf[self.frame_start if self.state != "resync" else self.pos:])
+        rest = bytes(self.buf[self.frame_start if self.state != "resync" else self.pos :])
         if self.state != "lost" and rest.strip():
             events.append(("malformed", f"input ended in the middle of a message ({len(rest)} bytes unread)"))
         return events
@@ -150,10 +154,11 @@ class Framer:
         nl = self.buf.find(b"\n", self.pos)
         if nl < 0 or nl + 1 - self.frame_start > MAX_HEADER_BYTES:
             if len(self.buf) - self.frame_start > MAX_HEADER_BYTES:
-                return self._malformed(events, f"a header section longer than {MAX_HEADER_BYTES} bytes",
-                                       self.frame_start + 1)
+                return self._malformed(
+                    events, f"a header section longer than {MAX_HEADER_BYTES} bytes", self.frame_start + 1
+                )
             return False
-        line = bytes(self.buf[self.pos:nl])
+        line = bytes(self.buf[self.pos : nl])
         if line.endswith(b"\r"):
             line = line[:-1]
         self.pos = nl + 1
@@ -177,11 +182,13 @@ class Framer:
                 return self._malformed(events, f"Content-Length {_short(value)} is not a number", self.frame_start + 1)
             n = int(value)
             if n > MAX_BODY_BYTES:
-                return self._malformed(events, f"Content-Length {n} is over the {MAX_BODY_BYTES}-byte limit",
-                                       self.frame_start + 1)
+                return self._malformed(
+                    events, f"Content-Length {n} is over the {MAX_BODY_BYTES}-byte limit", self.frame_start + 1
+                )
             if self.length is not None and self.length != n:
-                return self._malformed(events, f"two Content-Length headers ({self.length} and {n})",
-                                       self.frame_start + 1)
+                return self._malformed(
+                    events, f"two Content-Length headers ({self.length} and {n})", self.frame_start + 1
+                )
             self.length = n
         return True
 
@@ -189,13 +196,13 @@ class Framer:
         assert self.length is not None
         end = self.body_start + self.length
         if len(self.buf) >= end:
-            return self._finish(events, bytes(self.buf[self.body_start:end]), end, overrun=False)
+            return self._finish(events, bytes(self.buf[self.body_start : end]), end, overrun=False)
         # Incomplete. Has the next frame begun inside what the length claims?
         m = _HEADER_AT.search(self.buf, max(self.scanned - _KEEP_TAIL, self.body_start))
         self.scanned = len(self.buf)
         if m is None:
             return False
-        return self._finish(events, bytes(self.buf[self.body_start:m.start()]), m.start(), overrun=True)
+        return self._finish(events, bytes(self.buf[self.body_start : m.start()]), m.start(), overrun=True)
 
     def _finish(self, events: list[Event], body: bytes, end: int, overrun: bool) -> bool:
         """Parse a body; ``overrun``: cut at the next frame's header inside the length."""
@@ -212,9 +219,14 @@ class Framer:
                 self.length = None
                 return True
             value, used = got
-            events.append(("malformed", f"Content-Length {self.length} is longer than the message "
-                                        f"({used} bytes, then {_short(body[used:], 30)}); handled the message "
-                                        f"and read on from its end"))
+            events.append(
+                (
+                    "malformed",
+                    f"Content-Length {self.length} is longer than the message "
+                    f"({used} bytes, then {_short(body[used:], 30)}); handled the message "
+                    f"and read on from its end",
+                )
+            )
             events.append(("message", value))
             self.state = "resync"
             self.pos = self.body_start + used
@@ -222,8 +234,9 @@ class Framer:
             self.junk = 0
             return True
         if overrun:
-            events.append(("malformed", f"Content-Length {self.length} runs into the next frame "
-                                        f"after {len(body)} bytes"))
+            events.append(
+                ("malformed", f"Content-Length {self.length} runs into the next frame after {len(body)} bytes")
+            )
         events.append(("message", value))
         self._next_frame(end, good=True)
         return True

@@ -54,7 +54,9 @@ class InlineServer(Protocol):
     def protocol(self) -> SidecarProtocol: ...
 
 
-async def inline_completion(ls: InlineServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+async def inline_completion(
+    ls: InlineServer, params: types.InlineCompletionParams
+) -> types.InlineCompletionList | None:
     t0 = time.perf_counter()
     service = ls.service
     if service is None:
@@ -75,10 +77,15 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
         return None
     # LSP §Position: a column past the line's end "defaults back to the line length". The
     # offset already is the line's end; the item's range (and an update's position) say so too.
-    column = units_of(text[line_bounds(text, pos.line)[0]:offset], encoding)
+    column = units_of(text[line_bounds(text, pos.line)[0] : offset], encoding)
     if column != pos.character:
-        log.debug("column %s past the end of line %s (%s units) in %s: taken as its end",
-                  pos.character, pos.line, column, params.text_document.uri)
+        log.debug(
+            "column %s past the end of line %s (%s units) in %s: taken as its end",
+            pos.character,
+            pos.line,
+            column,
+            params.text_document.uri,
+        )
         pos = types.Position(line=pos.line, character=column)
 
     # A selected completion-menu item: the result must extend it and replace its range.
@@ -100,8 +107,13 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
         replace_range = selected.range
 
     try:
-        ctx = service.contexts.cut(text, offset, doc.language_id or "", cursor_line=pos.line if selected is None else None,
-                                   uri=params.text_document.uri)
+        ctx = service.contexts.cut(
+            text,
+            offset,
+            doc.language_id or "",
+            cursor_line=pos.line if selected is None else None,
+            uri=params.text_document.uri,
+        )
         ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
     except NotCompletable as exc:
         log.info("no completion: %s", exc)
@@ -110,9 +122,14 @@ async def inline_completion(ls: InlineServer, params: types.InlineCompletionPara
 
     invoked = bool(params.context and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked)
     req = Request(
-        uri=params.text_document.uri, version=doc.version or 0, ctx=ctx,
-        doc_prefix=_normalize(text[:offset], ctx.eol), doc_suffix=_normalize(text[offset:], ctx.eol),
-        invoked=invoked, place=LspPlace(replace_range, lead, encoding, ctx.eol), t0=t0,
+        uri=params.text_document.uri,
+        version=doc.version or 0,
+        ctx=ctx,
+        doc_prefix=_normalize(text[:offset], ctx.eol),
+        doc_suffix=_normalize(text[offset:], ctx.eol),
+        invoked=invoked,
+        place=LspPlace(replace_range, lead, encoding, ctx.eol),
+        t0=t0,
         updates=ls.client_updates,
     )
     pipeline = service.pipeline()  # the scheduler, or the naive baseline (completion/naive.py)
@@ -143,14 +160,18 @@ def _normalize(text: str, eol: str) -> str:
     return text if eol == "\n" else text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _item(text: str, lead: str, replace_range: types.Range, eol: str, encoding: str, item_id: str) -> types.InlineCompletionItem:
+def _item(
+    text: str, lead: str, replace_range: types.Range, eol: str, encoding: str, item_id: str
+) -> types.InlineCompletionItem:
     insert = lead + text
     if eol != "\n":
         insert = insert.replace("\n", eol)
     return types.InlineCompletionItem(
         insert_text=insert,
         range=replace_range,
-        command=types.Command(title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(text, encoding)]),
+        command=types.Command(
+            title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(text, encoding)]
+        ),
     )
 
 
@@ -163,12 +184,15 @@ def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int)
     if text:
         item = _item(text, place.lead, place.range, place.eol, place.encoding, update_item_id(req.id, seq))
         items.append(ls.protocol.to_json(item))
-    ls.protocol.notify(NOTIFY_UPDATE, {
-        "uri": req.uri,
-        "version": req.version,
-        "position": {"line": place.range.end.line, "character": place.range.end.character},
-        "requestId": req.id,
-        "seq": seq,
-        "items": items,
-        "done": done,
-    })
+    ls.protocol.notify(
+        NOTIFY_UPDATE,
+        {
+            "uri": req.uri,
+            "version": req.version,
+            "position": {"line": place.range.end.line, "character": place.range.end.character},
+            "requestId": req.id,
+            "seq": seq,
+            "items": items,
+            "done": done,
+        },
+    )

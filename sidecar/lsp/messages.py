@@ -12,10 +12,11 @@ that no malformed message gets a traceback or goes unanswered:
 - everything else goes to pygls' protocol (``structure_message`` on the top-level object
   only, then ``handle_message``), as pygls' own reader does.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from pygls.exceptions import JsonRpcException
 
@@ -28,7 +29,7 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def envelope_problem(obj: Any) -> Optional[tuple[Optional[int], Any, str]]:
+def envelope_problem(obj: Any) -> tuple[int | None, Any, str] | None:
     """What is wrong with a JSON-RPC message as a message, or None when nothing is.
 
     Returns ``(code, id, why)``: ``code`` is the error to answer with (-32600), or None

@@ -44,7 +44,8 @@ class LoadProgress:
                 return  # ended before the client answered
             self._state = "open"
             self._server.work_done_progress.begin(
-                token, types.WorkDoneProgressBegin(title=title, message=message, cancellable=False))
+                token, types.WorkDoneProgressBegin(title=title, message=message, cancellable=False)
+            )
 
         try:
             self._server.work_done_progress.create(token, created)

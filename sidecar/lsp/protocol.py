@@ -75,8 +75,10 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
                 log.warning("rejected a request (-32602): %s", err.message)
                 self._send_response(data["id"], error=err.to_response_error())
                 return _Unanswerable()
-            log.warning("ignored a message that does not match the LSP types: %s",
-                        _cut(str(data.get("method", "?")) if isinstance(data, dict) else "?", ECHO_LIMIT))
+            log.warning(
+                "ignored a message that does not match the LSP types: %s",
+                _cut(str(data.get("method", "?")) if isinstance(data, dict) else "?", ECHO_LIMIT),
+            )
             raise
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
@@ -142,8 +144,10 @@ class _RedactingWriter:
             return self._writer.write(redact_registered_bytes(data))
         clean = strict_bytes(redact_registered_bytes(body))
         if clean is not body:
-            lines = [b"Content-Length: %d" % len(clean) if ln.lower().startswith(b"content-length:") else ln
-                     for ln in head.split(b"\r\n")]
+            lines = [
+                b"Content-Length: %d" % len(clean) if ln.lower().startswith(b"content-length:") else ln
+                for ln in head.split(b"\r\n")
+            ]
             data = b"\r\n".join(lines) + sep + clean
         return self._writer.write(data)
 

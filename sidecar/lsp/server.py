@@ -26,14 +26,14 @@ from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, config_file_path, normalize, refused_base_url, settle
 from ..config.load import URL_ERROR
 from ..observability.redact import redact
+from . import client_log
+from .commands import stats_payload, switch_mode, write_stats_forever
 from .documents import encoding_name
 from .inline import CMD_ACCEPT, NOTIFY_SHOWN, inline_completion, send_update
-from .positions import offset_at
-from .commands import stats_payload, switch_mode, write_stats_forever
 from .negotiation import client_renders_updates, without_updates_option
-from .protocol import SidecarProtocol, echo
-from . import client_log
+from .positions import offset_at
 from .progress import LoadProgress
+from .protocol import SidecarProtocol, echo
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,9 @@ class SidecarServer(LanguageServer):
 
     def __init__(self, base_layers: list[dict[str, Any]], startup_errors: list[str]) -> None:
         super().__init__(
-            "sidecar", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            "sidecar",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=SidecarProtocol,
         )
         self.base_layers = base_layers
@@ -75,7 +77,9 @@ class SidecarServer(LanguageServer):
 
     def log_notice(self, message: str) -> None:
         """A notice that needs no action (engine restarts): ``window/logMessage``."""
-        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"sidecar: {redact(message)}"))
+        self.window_log_message(
+            types.LogMessageParams(type=types.MessageType.Info, message=f"sidecar: {redact(message)}")
+        )
 
     def on_progress(self, kind: str, message: str) -> None:
         if kind == "begin":
@@ -112,9 +116,12 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         elif opts is not None:
             ls.startup_errors.append(f"initializationOptions must be an object, got {type(opts).__name__}")
         try:  # a contradiction there drops only its settings from initializationOptions
-            ls.init_layer = settle([*ls.base_layers, ls.init_layer], ls.startup_errors,
-                                   names=(*[""] * len(ls.base_layers), "initializationOptions"),
-                                   fixed=len(ls.base_layers))[-1]
+            ls.init_layer = settle(
+                [*ls.base_layers, ls.init_layer],
+                ls.startup_errors,
+                names=(*[""] * len(ls.base_layers), "initializationOptions"),
+                fixed=len(ls.base_layers),
+            )[-1]
         except ConfigError as exc:
             ls.startup_errors.append(str(exc))
             ls.init_layer = {}
@@ -131,16 +138,22 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             last_resort = None
         for msg in ls.startup_errors:
             # An invalid base URL leaves no cloud backend (its key goes nowhere else): say so.
-            ls.show(types.MessageType.Error, refused_base_url(msg, settings) or msg + " (using the previous or default value)")
+            ls.show(
+                types.MessageType.Error,
+                refused_base_url(msg, settings) or msg + " (using the previous or default value)",
+            )
         ls.startup_errors.clear()
         if last_resort is not None:
             ls.show(types.MessageType.Error, last_resort)
         logging.getLogger("sidecar").setLevel(settings.log_level.upper())
         client_log.install(ls)  # SIDECAR_LOG_TO_CLIENT=1: log records as window/logMessage
         ls.service = CompletionService(
-            settings, on_error=ls.on_backend_error, on_status=ls.send_status,
+            settings,
+            on_error=ls.on_backend_error,
+            on_status=ls.send_status,
             on_update=lambda req, text, done, seq: send_update(ls, req, text, done, seq),
-            on_log=ls.log_notice, on_progress=ls.on_progress,
+            on_log=ls.log_notice,
+            on_progress=ls.on_progress,
         )
         ls.service.contexts.crossfile = ls.crossfile
         ls.service.retention.text_of = lambda uri: _open_text(ls, uri)
@@ -155,7 +168,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
                 ls.exporter = start_exporter(ls.service.metrics, settings.prometheus_port)
                 log.info("Prometheus metrics on http://127.0.0.1:%d/metrics", settings.prometheus_port)
             except OSError as exc:
-                ls.show(types.MessageType.Warning, f"cannot serve Prometheus metrics on port {settings.prometheus_port}: {exc}")
+                ls.show(
+                    types.MessageType.Warning,
+                    f"cannot serve Prometheus metrics on port {settings.prometheus_port}: {exc}",
+                )
         ls.stats_task = asyncio.ensure_future(write_stats_forever(ls))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -193,8 +209,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         if ls.service is not None:
             ls.service.keystroke(params.text_document.uri)
             encoding = encoding_name(ls.workspace.position_encoding)
-            ls.service.retention.changed(params.text_document.uri, params.content_changes,
-                                         lambda text, line, character: offset_at(text, line, character, encoding))
+            ls.service.retention.changed(
+                params.text_document.uri,
+                params.content_changes,
+                lambda text, line, character: offset_at(text, line, character, encoding),
+            )
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def on_close(ls: SidecarServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -203,7 +222,9 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             ls.service.close_document(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
-    async def on_inline_completion(ls: SidecarServer, params: types.InlineCompletionParams) -> types.InlineCompletionList | None:
+    async def on_inline_completion(
+        ls: SidecarServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList | None:
         try:
             return await inline_completion(ls, params)
         except asyncio.CancelledError:
@@ -226,8 +247,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         item_id = args[0] if args and isinstance(args[0], str) else ""
         units = args[1] if len(args) > 1 else None
         if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units < 0):
-            log.warning("sidecar.acceptCompletion: the accepted length must be a count of UTF-16 units "
-                        "(an integer >= 0), got %s; counted as a whole accept", echo(units))
+            log.warning(
+                "sidecar.acceptCompletion: the accepted length must be a count of UTF-16 units "
+                "(an integer >= 0), got %s; counted as a whole accept",
+                echo(units),
+            )
             units = None
         ls.service.accepted(item_id, units)
 
@@ -237,7 +261,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         malformed notification is logged and dropped (a notification has no reply)."""
         item_id = getattr(params, "id", None) if params is not None else None
         if not isinstance(item_id, str):
-            log.warning("%s: params must be {\"id\": item id}, got %s", NOTIFY_SHOWN, echo(params))
+            log.warning('%s: params must be {"id": item id}, got %s', NOTIFY_SHOWN, echo(params))
             return
         if ls.service is not None:
             ls.service.displayed(item_id)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import threading
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO
 
 from pygls.io_ import StdoutWriter
 
@@ -31,7 +31,7 @@ class _Pump:
         self._loop = loop
         self._stdin = stdin
         try:
-            self._fd: Optional[int] = stdin.fileno()
+            self._fd: int | None = stdin.fileno()
         except (AttributeError, OSError, ValueError):
             self._fd = None
         threading.Thread(target=self._run, name="sidecar-stdin", daemon=True).start()
@@ -56,7 +56,7 @@ class _Pump:
                 return
 
 
-async def serve(server: Any, stdin: BinaryIO, stop: Optional[threading.Event] = None) -> int:
+async def serve(server: Any, stdin: BinaryIO, stop: threading.Event | None = None) -> int:
     """Read and dispatch messages until the input ends (0), ``stop`` is set (0), or the
     stream is lost (1)."""
     pump = _Pump(stdin, asyncio.get_running_loop())
@@ -65,7 +65,7 @@ async def serve(server: Any, stdin: BinaryIO, stop: Optional[threading.Event] = 
         if framer.in_body:
             try:
                 chunk = await asyncio.wait_for(pump.queue.get(), STALL_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 chunk = None
         else:
             chunk = await pump.queue.get()

@@ -12,8 +12,19 @@ from .pullbase import PullError, PullProgress
 from .store import installed_path, models_dir, pull, remove
 
 __all__ = [
-    "CATALOG", "ModelEntry", "PyPIParts", "UnknownModel", "get",
-    "GgufError", "GgufInfo", "check_gguf", "read_header",
-    "PullError", "PullProgress",
-    "installed_path", "models_dir", "pull", "remove",
+    "CATALOG",
+    "ModelEntry",
+    "PyPIParts",
+    "UnknownModel",
+    "get",
+    "GgufError",
+    "GgufInfo",
+    "check_gguf",
+    "read_header",
+    "PullError",
+    "PullProgress",
+    "installed_path",
+    "models_dir",
+    "pull",
+    "remove",
 ]

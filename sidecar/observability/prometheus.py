@@ -30,18 +30,27 @@ class _Collector:
         for key, value in sorted(snap["counters"].items()):
             yield CounterMetricFamily(_name(key), f"sidecar counter {key}", value=value)
         for key, st in sorted(snap["latency_ms"].items()):
-            fam = SummaryMetricFamily(_name(key) + "_ms", f"sidecar latency {key} (ms, recent window)",
-                                      count_value=st["count"], sum_value=(st["mean"] or 0) * st["count"])
+            fam = SummaryMetricFamily(
+                _name(key) + "_ms",
+                f"sidecar latency {key} (ms, recent window)",
+                count_value=st["count"],
+                sum_value=(st["mean"] or 0) * st["count"],
+            )
             yield fam
-            q = GaugeMetricFamily(_name(key) + "_ms_quantile", f"sidecar latency {key} percentiles (ms)",
-                                  labels=["quantile"])
+            q = GaugeMetricFamily(
+                _name(key) + "_ms_quantile", f"sidecar latency {key} percentiles (ms)", labels=["quantile"]
+            )
             for label, k in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99")):
                 if st[k] is not None:
                     q.add_metric([label], st[k])
             yield q
         for key, st in sorted(snap.get("sizes", {}).items()):  # e.g. prompt tokens per request
-            yield SummaryMetricFamily(_name(key), f"sidecar size {key} (per event, recent window)",
-                                      count_value=st["count"], sum_value=(st["mean"] or 0) * st["count"])
+            yield SummaryMetricFamily(
+                _name(key),
+                f"sidecar size {key} (per event, recent window)",
+                count_value=st["count"],
+                sum_value=(st["mean"] or 0) * st["count"],
+            )
 
 
 def start_exporter(metrics: Any, port: int) -> Any:

@@ -26,7 +26,8 @@ import io
 import logging
 import re
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 #: Registered values shorter than this are not redacted (a 3-letter "key" would blank
@@ -60,8 +61,28 @@ def registered() -> tuple[str, ...]:
 # ------------------------------------------------------------------ shapes
 _TOKEN_CHARS = r"A-Za-z0-9\-._~+/="
 _PLACEHOLDERS = {
-    "", "***", "none", "null", "nil", "true", "false", "present", "absent", "set", "unset", "redacted",
-    "hidden", "yes", "no", "missing", "empty", "required", "optional", "string", "str", "xxx",
+    "",
+    "***",
+    "none",
+    "null",
+    "nil",
+    "true",
+    "false",
+    "present",
+    "absent",
+    "set",
+    "unset",
+    "redacted",
+    "hidden",
+    "yes",
+    "no",
+    "missing",
+    "empty",
+    "required",
+    "optional",
+    "string",
+    "str",
+    "xxx",
 }
 
 # Authorization / Proxy-Authorization header values (``Authorization: Bearer x``,

@@ -34,7 +34,7 @@ KEY_HINT = (
 )
 
 VSCODE_KEY_HINT = (
-    "The API key: run \"Set SiliconFlow API Key\" from the Command Palette (kept in the editor's "
+    'The API key: run "Set SiliconFlow API Key" from the Command Palette (kept in the editor\'s '
     "secret storage), or export SILICONFLOW_API_KEY in the environment the editor starts from."
 )
 
@@ -317,10 +317,12 @@ def _vscode(args: argparse.Namespace) -> int:
         vsix_text = str(vsix)
     _say(f"  {step}. Install {vsix_text}:")
     _say(f"     {cli_name} --install-extension {vsix_text}")
-    _say(f"     or in {app}: Command Palette → \"Extensions: Install from VSIX…\" and pick the file.")
+    _say(f'     or in {app}: Command Palette → "Extensions: Install from VSIX…" and pick the file.')
     if cli is None:
-        _say(f"     (`{cli_name}` is not on PATH: in {app}, Command Palette → \"Shell Command: Install "
-             f"'{cli_name}' command in PATH\".)")
+        _say(
+            f'     (`{cli_name}` is not on PATH: in {app}, Command Palette → "Shell Command: Install '
+            f"'{cli_name}' command in PATH\".)"
+        )
     step += 1
     if editor == "cursor":
         _say(f"  {step}. {cursor_tab}")
@@ -338,7 +340,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("editor", choices=EDITORS)
     p.add_argument("--dry-run", action="store_true", help="say what would be done and change nothing")
     p.add_argument(
-        "--prefix", type=Path, default=None, metavar="DIR",
+        "--prefix",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="install into DIR instead of the usual place (neovim: the plugin folder; emacs: the folder for sidecar.el)",
     )
     return p

@@ -48,8 +48,12 @@ class CompletionCache:
         """The cache ``settings`` ask for (``cache_*`` settings), or None when it is off."""
         if not settings.cache_enabled:
             return None
-        return cls(settings.resolved_cache_path, max_entries=settings.cache_max_entries,
-                   max_bytes=settings.cache_max_bytes, ttl_s=settings.cache_ttl_s)
+        return cls(
+            settings.resolved_cache_path,
+            max_entries=settings.cache_max_entries,
+            max_bytes=settings.cache_max_bytes,
+            ttl_s=settings.cache_ttl_s,
+        )
 
     def __init__(self, path: Path | str | None, *, max_entries: int, max_bytes: int, ttl_s: float) -> None:
         path = Path(path) if path is not None else None
@@ -158,4 +162,4 @@ def _extends(text: str, prefix: str, typed: int) -> bool:
     """True when the user's last ``typed`` characters begin ``text`` and more follows."""
     if typed == 0:
         return bool(text)
-    return len(text) > typed and text.startswith(prefix[len(prefix) - typed:])
+    return len(text) > typed and text.startswith(prefix[len(prefix) - typed :])

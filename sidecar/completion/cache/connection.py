@@ -91,7 +91,7 @@ class _Connection:
                     return False
                 if _is_busy(exc) and attempt < 9:
                     # Another sidecar is creating or migrating the same file: wait for it.
-                    await asyncio.sleep(min(1.0, 0.05 * 2 ** attempt))
+                    await asyncio.sleep(min(1.0, 0.05 * 2**attempt))
                     continue
                 if not moved and _is_corrupt(exc):
                     moved = True
@@ -165,7 +165,7 @@ class _Connection:
         await db.commit()
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
-            if p.exists():
+            if p.exists():  # noqa: ASYNC240 - local files, once at open
                 os.chmod(p, 0o600)
         st = os.stat(self.path)
         return (st.st_dev, st.st_ino)
@@ -194,7 +194,9 @@ def _is_busy(exc: BaseException) -> bool:
 def _is_corrupt(exc: BaseException) -> bool:
     """Signs that the file itself is bad: not a database, malformed, or a failed
     quick_check. Misuse errors (a closed connection) and busy files are not."""
-    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(
+        exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)
+    ):
         return False
     msg = str(exc).lower()
     return any(s in msg for s in ("file is not a database", "malformed", "quick_check failed", "file is encrypted"))

@@ -67,7 +67,8 @@ class _Recovery:
         if not may_be_cache(self.path):
             return self._disable(
                 f"{self.path} is not a completion cache file (it does not start with SQLite's header), so it "
-                f"was left untouched; set cache_path (SIDECAR_CACHE_PATH) to a new file")
+                f"was left untouched; set cache_path (SIDECAR_CACHE_PATH) to a new file"
+            )
         target = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
         try:
             os.replace(self.path, target)
@@ -75,7 +76,9 @@ class _Recovery:
                 side = Path(str(self.path) + suffix)
                 if side.exists():
                     os.replace(side, Path(str(target) + suffix))
-            log.warning("cache file %s is unreadable (%s): moved it to %s and started a fresh cache", self.path, why, target)
+            log.warning(
+                "cache file %s is unreadable (%s): moved it to %s and started a fresh cache", self.path, why, target
+            )
         except OSError as exc:
             log.warning("cache file %s is unreadable (%s) and could not be moved: %s", self.path, why, exc)
         return True

@@ -164,8 +164,9 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
         if not self.enabled or self.closed or db is None:
             return
         try:
-            await db.execute("INSERT OR REPLACE INTO state (name, value, updated) VALUES (?, ?, ?)",
-                             (name, value, time.time()))
+            await db.execute(
+                "INSERT OR REPLACE INTO state (name, value, updated) VALUES (?, ?, ?)", (name, value, time.time())
+            )
             await db.commit()
         except (sqlite3.Error, ValueError) as exc:
             await self._on_error(exc, db)

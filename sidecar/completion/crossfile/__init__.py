@@ -52,7 +52,23 @@ from .select import (
 from .snippet import CLOUD_TOKENS, LOCAL_TOKENS, Snippet, budget, digest
 
 __all__ = [
-    "ALIGN_LINES", "CLOUD_TOKENS", "EDIT_CONTEXT_LINES", "LOCAL_TOKENS", "MAX_DEFINITION_LINES", "MAX_DOC_CHARS",
-    "MAX_LINE_CHARS", "MAX_REGIONS", "MAX_SNIPPETS", "MERGE_LINES", "MIN_SNIPPET_TOKENS", "NEAR_AFTER_CHARS",
-    "NEAR_BEFORE_CHARS", "CrossFileContext", "EditLog", "Snippet", "budget", "digest", "identifiers_near",
+    "ALIGN_LINES",
+    "CLOUD_TOKENS",
+    "EDIT_CONTEXT_LINES",
+    "LOCAL_TOKENS",
+    "MAX_DEFINITION_LINES",
+    "MAX_DOC_CHARS",
+    "MAX_LINE_CHARS",
+    "MAX_REGIONS",
+    "MAX_SNIPPETS",
+    "MERGE_LINES",
+    "MIN_SNIPPET_TOKENS",
+    "NEAR_AFTER_CHARS",
+    "NEAR_BEFORE_CHARS",
+    "CrossFileContext",
+    "EditLog",
+    "Snippet",
+    "budget",
+    "digest",
+    "identifiers_near",
 ]

@@ -11,8 +11,9 @@ sees").
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 MERGE_LINES = 8  # an edit this close to a recorded region refreshes it
 MAX_REGIONS = 3  # edited regions kept per document

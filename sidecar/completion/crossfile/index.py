@@ -37,16 +37,35 @@ _C_DEF = re.compile(
     r"(?:[A-Za-z_][\w:<>,\[\]]*[ \t*&]+){1,6}(?P<name>[A-Za-z_]\w*)[ \t]*\([^;\n]*$",
     re.M,
 )
-_C_FAMILY = frozenset({"c", "cpp", "c++", "objective-c", "objective-cpp", "java", "csharp", "cs", "cuda", "cuda-cpp",
-                       "kotlin", "scala", "dart", "swift", "php"})
+_C_FAMILY = frozenset(
+    {
+        "c",
+        "cpp",
+        "c++",
+        "objective-c",
+        "objective-cpp",
+        "java",
+        "csharp",
+        "cs",
+        "cuda",
+        "cuda-cpp",
+        "kotlin",
+        "scala",
+        "dart",
+        "swift",
+        "php",
+    }
+)
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
-_KEYWORDS = frozenset("""
+_KEYWORDS = frozenset(
+    """
 and as assert async await break case catch class const continue def default del delete do elif else enum except
 export extends false final finally fn for from func function go if impl import in instanceof interface is lambda let
 loop match mod mut new nil none not null or package pass private protected pub public raise return self static struct
 super switch this throw true try type typeof use var void while with yield int str float bool char string long short
 unsigned signed double auto None True False print len range list dict set tuple object err error ctx
-""".split())
+""".split()
+)
 
 
 @dataclass

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .. import tokens
@@ -70,7 +71,9 @@ class CrossFileContext:
 
     MAX_STATES = 16
 
-    def __init__(self, documents: Callable[[], Mapping[str, Any]], root: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self, documents: Callable[[], Mapping[str, Any]], root: Callable[[], str | None] = lambda: None
+    ) -> None:
         self._documents = documents
         self._root = root
         self.edits = EditLog()
@@ -210,7 +213,7 @@ class CrossFileContext:
             path = self.path_of(u)
             head_cost = tokens.count(path) + _OVERHEAD_TOKENS
 
-            def cost_of(t: str) -> int:  # as rendered: a comment marker per line at most
+            def cost_of(t: str, head_cost: int = head_cost) -> int:  # as rendered: a comment marker per line at most
                 return head_cost + tokens.count(t) + _LINE_MARK_TOKENS * (t.count("\n") + 1)
 
             cost = cost_of(text)

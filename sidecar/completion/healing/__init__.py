@@ -44,7 +44,20 @@ from .plan import (
 from .unheal import Unhealer
 
 __all__ = [
-    "CONSTRAINED_APIS", "FILTERED_STRATEGIES", "GRAMMAR_PHASE_APIS", "MAX_SPACE_CHARS", "MAX_WORD_CHARS",
-    "NO_HEALING", "HealingPlan", "Unhealer", "continuation", "gbnf_literal", "grammar_for", "looks_unfinished",
-    "plan_for", "split_heal", "split_request", "stream_healed",
+    "CONSTRAINED_APIS",
+    "FILTERED_STRATEGIES",
+    "GRAMMAR_PHASE_APIS",
+    "MAX_SPACE_CHARS",
+    "MAX_WORD_CHARS",
+    "NO_HEALING",
+    "HealingPlan",
+    "Unhealer",
+    "continuation",
+    "gbnf_literal",
+    "grammar_for",
+    "looks_unfinished",
+    "plan_for",
+    "split_heal",
+    "split_request",
+    "stream_healed",
 ]

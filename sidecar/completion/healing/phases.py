@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from ...backends.base import StreamInfo, UpstreamRequest
 from ..dialects import DIALECTS
-
 
 # APIs whose grammar costs every generated token (llama-cpp-python applies it to the
 # whole vocabulary at each step: measured 13 -> 22 ms per token on 2 CPU cores), so the
@@ -52,8 +51,13 @@ def continuation(req: UpstreamRequest, produced: str, tokens_used: int) -> Upstr
     return dataclasses.replace(req, body=body)
 
 
-async def stream_healed(stream: Callable[[UpstreamRequest, StreamInfo], AsyncIterator[str]],
-                        req: UpstreamRequest, info: StreamInfo, api: str, heal: str) -> AsyncIterator[str]:
+async def stream_healed(
+    stream: Callable[[UpstreamRequest, StreamInfo], AsyncIterator[str]],
+    req: UpstreamRequest,
+    info: StreamInfo,
+    api: str,
+    heal: str,
+) -> AsyncIterator[str]:
     """Yield the deltas of ``req`` from ``stream`` (a backend's ``stream``), in two phases
     where :func:`split_request` says so: the constrained request until the heal is out,
     then :func:`continuation`. ``info`` describes the whole: TTFT from the first phase,

@@ -47,4 +47,4 @@ class Unhealer:
             return ""
         self.matched = True
         self._buf = ""
-        return buf[len(self.heal):]
+        return buf[len(self.heal) :]

@@ -22,7 +22,7 @@ Tuned on the real-code corpus's tuning half (docs/benchmarks.md, "The confidence
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def token_lines(tokens: Sequence[tuple[str, float]]) -> list[list[float]]:
@@ -40,8 +40,7 @@ def token_lines(tokens: Sequence[tuple[str, float]]) -> list[list[float]]:
     return lines
 
 
-def cut_at(lines: Sequence[str], tokens: Sequence[tuple[str, float]], threshold: float,
-           raw_lines: int) -> int | None:
+def cut_at(lines: Sequence[str], tokens: Sequence[tuple[str, float]], threshold: float, raw_lines: int) -> int | None:
     """How many of the complete ``lines`` to keep: the index of the first line after the
     first line with text whose least sure token is below ``threshold``, or None. ``raw_lines``
     is the number of lines of the whole text so far (complete ones and the growing last

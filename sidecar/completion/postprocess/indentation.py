@@ -111,7 +111,7 @@ def normalise(lines: list[str], ctx: CompletionContext, style: Style | None) -> 
             ws = leading_ws(out[1])
             first = level(ws, measure.width)
             if first >= cursor_level - 1e-9:
-                out = [_render(first - cursor_level, measure, measure.width) + out[1][len(ws):], *out[2:]]
+                out = [_render(first - cursor_level, measure, measure.width) + out[1][len(ws) :], *out[2:]]
                 base_model, base_level = ws, first
         elif out[0].strip() and leading_ws(out[0]):
             # The model indented its first line itself: that indentation counts from the
@@ -119,7 +119,7 @@ def normalise(lines: list[str], ctx: CompletionContext, style: Style | None) -> 
             ws = leading_ws(out[0])
             first = level(ws, measure.width)
             if first >= cursor_level - 1e-9:
-                out[0] = _render(first - cursor_level, measure, measure.width) + out[0][len(ws):]
+                out[0] = _render(first - cursor_level, measure, measure.width) + out[0][len(ws) :]
                 base_model, base_level = ws, first
             else:
                 base_model, base_level = cursor_ws + ws, cursor_level + first
@@ -138,7 +138,7 @@ def normalise(lines: list[str], ctx: CompletionContext, style: Style | None) -> 
                 unit, learned = step, True
         if _foreign(ws, style) or (style.kind == "space" and _is_spaces(ws) and unit != style.width):
             delta = level(ws, unit) - level(base_model, unit)
-            out[i] = _render(base_level + delta, style, unit) + line[len(ws):]
+            out[i] = _render(base_level + delta, style, unit) + line[len(ws) :]
         prev_ws, prev_text = ws, line
     return out
 

@@ -37,7 +37,7 @@ MAX_LEADING_BLANK = 3
 
 # Verdicts of :func:`judge`.
 END_BEFORE = "before"  # the answer ends before this line (it is dropped)
-END_AFTER = "after"    # the answer ends with this line
+END_AFTER = "after"  # the answer ends with this line
 
 
 def judge(i: int, line: str, text_seen: bool, *, multiline: bool, mid_line: bool) -> str | None:

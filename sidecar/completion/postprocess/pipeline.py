@@ -31,13 +31,23 @@ line break, so its last line counts as complete.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 from ..context import CompletionContext
-from . import (block_end, confidence, fence, indentation, join_whitespace, line_policy, repetition, suffix_copy, suffix_repeat,
-               trailing_whitespace)
+from . import (
+    block_end,
+    confidence,
+    fence,
+    indentation,
+    join_whitespace,
+    line_policy,
+    repetition,
+    suffix_copy,
+    suffix_repeat,
+    trailing_whitespace,
+)
 from .common import SuffixLine, following_lines
 from .suffix_overlap import strip_suffix_overlap
 
@@ -61,8 +71,9 @@ def prepare(ctx: CompletionContext) -> Prepared:
 
 @lru_cache(maxsize=64)
 def _prepare(prefix: str, suffix: str, line_prefix: str, line_suffix: str, language: str) -> Prepared:
-    ctx = CompletionContext(prefix=prefix, suffix=suffix, line_prefix=line_prefix, line_suffix=line_suffix,
-                            language=language, eol="\n")
+    ctx = CompletionContext(
+        prefix=prefix, suffix=suffix, line_prefix=line_prefix, line_suffix=line_suffix, language=language, eol="\n"
+    )
     # A blank cursor line is indentation too: the user put the cursor at that depth.
     mark = "x" if not line_prefix.strip() and not line_suffix.strip() else ""
     style = indentation.detect(prefix + mark + suffix)
@@ -107,19 +118,30 @@ def _first_copies(v: LineView, grow: bool) -> bool:
 
 
 def _block_ended(v: LineView) -> bool:
-    return v.index > 0 and bool(v.line.strip()) and not block_end.exempt(v.text_seen, v.ctx) \
+    return (
+        v.index > 0
+        and bool(v.line.strip())
+        and not block_end.exempt(v.text_seen, v.ctx)
         and block_end.below(v.line, v.ctx, v.width)
+    )
 
 
 #: The stop rules after the line policy, in the order they are judged (module doc).
 STOP_RULES: tuple[StopRule, ...] = (
-    StopRule("fence", lambda v: v.prep.fences and fence.is_fence(v.line),
-             lambda v: v.prep.fences and fence.holds(v.line)),
+    StopRule(
+        "fence", lambda v: v.prep.fences and fence.is_fence(v.line), lambda v: v.prep.fences and fence.holds(v.line)
+    ),
     StopRule("block_end", _block_ended, _block_ended),
-    StopRule("repetition", lambda v: v.index > 0 and repetition.repeats(v.line, v.earlier),
-             lambda v: v.index > 0 and repetition.holds(v.line, v.earlier)),
-    StopRule("suffix_repeat", lambda v: v.against_suffix and suffix_repeat.repeats(v.line, v.prep.following),
-             lambda v: v.against_suffix and suffix_repeat.holds(v.line, v.prep.following)),
+    StopRule(
+        "repetition",
+        lambda v: v.index > 0 and repetition.repeats(v.line, v.earlier),
+        lambda v: v.index > 0 and repetition.holds(v.line, v.earlier),
+    ),
+    StopRule(
+        "suffix_repeat",
+        lambda v: v.against_suffix and suffix_repeat.repeats(v.line, v.prep.following),
+        lambda v: v.against_suffix and suffix_repeat.holds(v.line, v.prep.following),
+    ),
     StopRule("suffix_copy", lambda v: _first_copies(v, False), lambda v: _first_copies(v, True)),
 )
 
@@ -244,17 +266,22 @@ class StreamFilter:
         lines = self._raw.split("\n")[:-1]
         keep = find_end(lines, self.ctx, multiline=self.ctx.multiline, open_last=False)
         if self.cut_logprob is not None and self.token_logprobs and len(lines) > 1:
-            cut = confidence.cut_at(lines[: keep if keep is not None else len(lines)], self.token_logprobs,
-                                    self.cut_logprob, len(lines) + 1)
+            cut = confidence.cut_at(
+                lines[: keep if keep is not None else len(lines)], self.token_logprobs, self.cut_logprob, len(lines) + 1
+            )
             if cut is not None:
                 keep = cut
         if keep is None:
             return False
         # Keep the break after the last kept line: the text then says that line is complete.
         self._cut = sum(len(line) + 1 for line in lines[:keep])
-        if self.lookahead <= 0 or self.ctx.multiline or self.ctx.mid_line \
-                or not any(line.strip() for line in lines[:keep]) \
-                or (keep < len(lines) and not self._one_line_end(lines, keep)):
+        if (
+            self.lookahead <= 0
+            or self.ctx.multiline
+            or self.ctx.mid_line
+            or not any(line.strip() for line in lines[:keep])
+            or (keep < len(lines) and not self._one_line_end(lines, keep))
+        ):
             self._ahead = self._cut
             return True
         return self._read_ahead()
@@ -267,14 +294,21 @@ class StreamFilter:
         if not nxt.strip():
             return True
         prep = prepare(self.ctx)
-        view = LineView(keep, nxt, [self.ctx.line_prefix + ln if i == 0 else ln for i, ln in enumerate(lines[:keep])],
-                        True, self.ctx, prep, prep.style.width if prep.style else 4)
+        view = LineView(
+            keep,
+            nxt,
+            [self.ctx.line_prefix + ln if i == 0 else ln for i, ln in enumerate(lines[:keep])],
+            True,
+            self.ctx,
+            prep,
+            prep.style.width if prep.style else 4,
+        )
         return not any(rule.ends(view) for rule in STOP_RULES)
 
     def _read_ahead(self) -> bool:
         """Judge the lookahead so far (class doc); True once it is read."""
         assert self._cut is not None
-        after = self._raw[self._cut:]
+        after = self._raw[self._cut :]
         done_lines = after.split("\n")[:-1]
         with_text = [i for i, line in enumerate(done_lines) if line.strip()]
         if len(with_text) >= self.lookahead:

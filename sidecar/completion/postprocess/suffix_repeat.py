@@ -59,7 +59,7 @@ def _starts(text: str, start: str) -> bool:
     """``text`` is ``start`` or starts with it, and a word ends where ``start`` ends."""
     if not text.startswith(start):
         return False
-    rest = text[len(start):]
+    rest = text[len(start) :]
     return not rest or not (rest[0].isalnum() or rest[0] == "_")
 
 

@@ -12,5 +12,4 @@ from .ollama import generate_request
 
 # template_for is owned by ``completion/families.py``; it is offered here because
 # ``sidecar doctor``'s FIM check picks the prompt shape through this package.
-__all__ = ["build_request", "choose_strategy", "generate_request", "infill_request", "stop_sequences",
-           "template_for"]
+__all__ = ["build_request", "choose_strategy", "generate_request", "infill_request", "stop_sequences", "template_for"]

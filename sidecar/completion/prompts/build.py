@@ -19,13 +19,12 @@ import dataclasses
 
 from ...backends.base import UpstreamRequest
 from ..context import CompletionContext
-from ..healing import HealingPlan
-from . import snippets
 from ..dialects import MAX_STOP_SEQUENCES, dialect_for
 from ..families import template_for
+from ..healing import HealingPlan
+from . import snippets
 
 __all__ = ["build_request", "choose_strategy", "stop_sequences"]
-
 
 
 def choose_strategy(api: str, model: str, setting: str, rejected: frozenset[str] = frozenset()) -> str:
@@ -36,8 +35,9 @@ def choose_strategy(api: str, model: str, setting: str, rejected: frozenset[str]
     return dialect_for(api).strategy(model, setting, rejected)
 
 
-def stop_sequences(ctx: CompletionContext, extra: tuple[str, ...] = (),
-                   limit: int | None = MAX_STOP_SEQUENCES) -> list[str]:
+def stop_sequences(
+    ctx: CompletionContext, extra: tuple[str, ...] = (), limit: int | None = MAX_STOP_SEQUENCES
+) -> list[str]:
     """Stop sequences (at most ``limit``, SiliconFlow's four by default; None: all): one line when text follows the cursor; up to the first
     blank line on a blank cursor line; no line-break stop at the end of a non-blank line;
     then the family's end-of-text tokens.
@@ -67,8 +67,16 @@ _CHAT_SYSTEM = (
 )
 
 
-def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str,
-                  max_tokens: int, temperature: float, heal: HealingPlan | None = None) -> UpstreamRequest:
+def build_request(
+    ctx: CompletionContext,
+    strategy: str,
+    *,
+    api: str,
+    model: str,
+    max_tokens: int,
+    temperature: float,
+    heal: HealingPlan | None = None,
+) -> UpstreamRequest:
     """The request body for ``strategy`` (see module doc) in wire format ``api``
     (``Backend.api``, a dialect of ``dialects.py``). ``max_tokens`` counts model tokens.
 
@@ -76,8 +84,14 @@ def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str
     the heal, ``max_tokens`` grows by the heal's estimated tokens, and a constrained plan
     adds its GBNF ``grammar`` to the body (llama-cpp-python, llama-server)."""
     if heal is not None and heal.heal:
-        req = build_request(heal.healed_context(ctx), strategy, api=api, model=model,
-                            max_tokens=max_tokens + heal.extra_tokens, temperature=temperature)
+        req = build_request(
+            heal.healed_context(ctx),
+            strategy,
+            api=api,
+            model=model,
+            max_tokens=max_tokens + heal.extra_tokens,
+            temperature=temperature,
+        )
         grammar = heal.grammar()
         if grammar is not None:
             req.body["grammar"] = grammar
@@ -95,7 +109,9 @@ def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str
         from .ollama import generate_request
 
         octx = dataclasses.replace(ctx, prefix=lead + ctx.prefix) if lead else ctx
-        return generate_request(octx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature)
+        return generate_request(
+            octx, model=model, fim=strategy == "suffix", max_tokens=max_tokens, temperature=temperature
+        )
     tmpl = template_for(model)
     common: dict = {"max_tokens": max_tokens, "temperature": temperature}
     if dialect.llama_cpp:
@@ -113,8 +129,11 @@ def build_request(ctx: CompletionContext, strategy: str, *, api: str, model: str
         return UpstreamRequest("completions", body, strategy)
     if strategy == "template" and tmpl is not None:
         body = {
-            "prompt": (snippets.repo_block(ctx.snippets, ctx.repo, ctx.path) + tmpl.render(ctx.prefix, ctx.suffix)
-                       if tmpl.repo_format else tmpl.render(lead + ctx.prefix, ctx.suffix)),
+            "prompt": (
+                snippets.repo_block(ctx.snippets, ctx.repo, ctx.path) + tmpl.render(ctx.prefix, ctx.suffix)
+                if tmpl.repo_format
+                else tmpl.render(lead + ctx.prefix, ctx.suffix)
+            ),
             # Local engines take every stop; SiliconFlow at most four.
             "stop": stop_sequences(ctx, tmpl.stops, dialect.max_stops),
             **common,

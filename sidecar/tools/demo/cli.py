@@ -30,10 +30,12 @@ def _env_pair(text: str) -> tuple[str, str]:
 
 
 #: What ``sidecar demo --help`` says the command does (plain text: argparse prints it as is).
-DESCRIPTION = ("Type into a file through a real LSP session with the sidecar server and show each inline "
-               "suggestion with its time to arrive. Exit status 0 only when suggestions were shown, every "
-               "request was answered and the engine did not crash; 1 otherwise (the summary's FAIL line "
-               "says why).")
+DESCRIPTION = (
+    "Type into a file through a real LSP session with the sidecar server and show each inline "
+    "suggestion with its time to arrive. Exit status 0 only when suggestions were shown, every "
+    "request was answered and the engine did not crash; 1 otherwise (the summary's FAIL line "
+    "says why)."
+)
 
 #: ``--tiny``: the managed engine's model setting and the shipped model it names.
 TINY_ENV = ("SIDECAR_LOCAL_MODEL", "smollm2-135m")
@@ -52,28 +54,53 @@ def demo_env(pairs: list[tuple[str, str]] | None, tiny: bool = False) -> dict[st
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the demo's options to ``parser`` (for a ``demo`` subcommand)."""
     parser.add_argument(
-        "file", nargs="?", default=None,
+        "file",
+        nargs="?",
+        default=None,
         help="source file to type into (default: the bundled fixtures/demo/inventory.py)",
     )
-    parser.add_argument("--pauses", type=_count, default=8,
-                        help="times the typist stops and asks for a suggestion (default 8)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed for the region, the pauses and the typing rhythm (default 0)")
-    parser.add_argument("--speed", type=_positive_float, default=1.0,
-                        help="typing speed factor; 1.0 is about 8 keys/s, 50 for quick checks")
-    parser.add_argument("--server-command", type=shlex.split, default=None, metavar="CMD",
-                        help="command that starts the LSP server on stdio "
-                             "(default: python -m sidecar serve)")
-    parser.add_argument("--env", type=_env_pair, action="append", default=None, metavar="KEY=VALUE",
-                        help="extra environment variable for the server (repeatable)")
-    parser.add_argument("--tiny", action="store_true",
-                        help="run the local engine on the shipped SmolLM2-135M (nothing to download, "
-                             "weak suggestions) instead of the installed code model: sets "
-                             "SIDECAR_LOCAL_MODEL=smollm2-135m for the server unless --env sets it")
-    parser.add_argument("--json-out", default=None, metavar="PATH",
-                        help="also write the summary as JSON to PATH")
-    parser.add_argument("--request-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
-                        help="longest wait for one suggestion (default 60; the cold start gets twice that)")
+    parser.add_argument(
+        "--pauses", type=_count, default=8, help="times the typist stops and asks for a suggestion (default 8)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed for the region, the pauses and the typing rhythm (default 0)"
+    )
+    parser.add_argument(
+        "--speed",
+        type=_positive_float,
+        default=1.0,
+        help="typing speed factor; 1.0 is about 8 keys/s, 50 for quick checks",
+    )
+    parser.add_argument(
+        "--server-command",
+        type=shlex.split,
+        default=None,
+        metavar="CMD",
+        help="command that starts the LSP server on stdio (default: python -m sidecar serve)",
+    )
+    parser.add_argument(
+        "--env",
+        type=_env_pair,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="extra environment variable for the server (repeatable)",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="run the local engine on the shipped SmolLM2-135M (nothing to download, "
+        "weak suggestions) instead of the installed code model: sets "
+        "SIDECAR_LOCAL_MODEL=smollm2-135m for the server unless --env sets it",
+    )
+    parser.add_argument("--json-out", default=None, metavar="PATH", help="also write the summary as JSON to PATH")
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="longest wait for one suggestion (default 60; the cold start gets twice that)",
+    )
     return parser
 
 

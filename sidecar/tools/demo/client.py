@@ -12,8 +12,9 @@ import collections
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -176,11 +177,7 @@ class ServerSession:
     @property
     def alive(self) -> bool:
         """True while the server process runs and the connection is open."""
-        return (
-            self._process is not None
-            and self._process.returncode is None
-            and not self.client.stopped
-        )
+        return self._process is not None and self._process.returncode is None and not self.client.stopped
 
     @property
     def returncode(self) -> int | None:
@@ -210,21 +207,15 @@ class ServerSession:
             client_info=types.ClientInfo(name=CLIENT_NAME, version=_version()),
             root_uri=root_uri,
             workspace_folders=(
-                [types.WorkspaceFolder(uri=root_uri, name=root_uri.rsplit("/", 1)[-1])]
-                if root_uri
-                else None
+                [types.WorkspaceFolder(uri=root_uri, name=root_uri.rsplit("/", 1)[-1])] if root_uri else None
             ),
             capabilities=types.ClientCapabilities(
                 general=types.GeneralClientCapabilities(
                     position_encodings=[types.PositionEncodingKind.Utf16],
                 ),
                 text_document=types.TextDocumentClientCapabilities(
-                    synchronization=types.TextDocumentSyncClientCapabilities(
-                        dynamic_registration=False
-                    ),
-                    inline_completion=types.InlineCompletionClientCapabilities(
-                        dynamic_registration=False
-                    ),
+                    synchronization=types.TextDocumentSyncClientCapabilities(dynamic_registration=False),
+                    inline_completion=types.InlineCompletionClientCapabilities(dynamic_registration=False),
                 ),
                 window=types.WindowClientCapabilities(
                     work_done_progress=True,
@@ -265,9 +256,7 @@ class ServerSession:
             try:
                 if self.uri is not None:
                     self.client.text_document_did_close(
-                        types.DidCloseTextDocumentParams(
-                            text_document=types.TextDocumentIdentifier(uri=self.uri)
-                        )
+                        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=self.uri))
                     )
                 await asyncio.wait_for(self.client.shutdown_async(None), timeout_s)
                 self.client.exit(None)
@@ -292,9 +281,7 @@ class ServerSession:
         self.uri, self.version, self._full_text = uri, 1, text
         self.client.text_document_did_open(
             types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id=language_id, version=1, text=text
-                )
+                text_document=types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=text)
             )
         )
 
@@ -308,19 +295,15 @@ class ServerSession:
         self.version += 1
         self._full_text = self._full_text[:offset] + text + self._full_text[offset:]
         if self.full_sync:
-            change: types.TextDocumentContentChangeEvent = (
-                types.TextDocumentContentChangeWholeDocument(text=self._full_text)
+            change: types.TextDocumentContentChangeEvent = types.TextDocumentContentChangeWholeDocument(
+                text=self._full_text
             )
         else:
             at = types.Position(line=line, character=character)
-            change = types.TextDocumentContentChangePartial(
-                range=types.Range(start=at, end=at), text=text
-            )
+            change = types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=text)
         self.client.text_document_did_change(
             types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(
-                    uri=self.uri, version=self.version
-                ),
+                text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
                 content_changes=[change],
             )
         )
@@ -379,7 +362,7 @@ class ServerSession:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             result = await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             elapsed = (time.perf_counter() - started) * 1000.0
             try:
                 self.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
@@ -434,5 +417,5 @@ async def end_process(proc: asyncio.subprocess.Process, steps: tuple[str, ...], 
             elif step == "kill":
                 proc.kill()
             await asyncio.wait_for(proc.wait(), timeout_s)
-        except (asyncio.TimeoutError, ProcessLookupError):
+        except (TimeoutError, ProcessLookupError):
             pass

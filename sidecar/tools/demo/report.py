@@ -89,8 +89,11 @@ def model_text(s: dict[str, Any]) -> str:
     where it runs, e.g. "qwen2.5-coder-0.5b-instruct (local engine)"."""
     model = s.get("model")
     if not model:
-        return ("unknown (the server sent no status)" if not s.get("last_status")
-                else "unknown (the server's status names none)")
+        return (
+            "unknown (the server sent no status)"
+            if not s.get("last_status")
+            else "unknown (the server's status names none)"
+        )
     where = s.get("model_backend")
     return f"{model} ({where})" if where else str(model)
 
@@ -177,7 +180,7 @@ class Reporter:
         """A server notification: ``kind`` is "status" or a message type ("error", ...)."""
         label = "" if kind in ("info", "log") else f"{kind}: "
         if text.startswith("sidecar: "):
-            text = text[len("sidecar: "):]
+            text = text[len("sidecar: ") :]
         self.println(f"[sidecar] {label}{text}")
 
     def typing(self, line_no: int, line_text: str) -> None:
@@ -227,18 +230,17 @@ class Reporter:
         self._clear_live()
         meta = f"{elapsed_ms:.0f} ms"
         if late_ms is not None:
-            meta = (f"{late_ms:.0f} ms (the answer at {elapsed_ms:.0f} ms was empty; the suggestion "
-                    f"followed in {updates} update{'s' if updates != 1 else ''})")
+            meta = (
+                f"{late_ms:.0f} ms (the answer at {elapsed_ms:.0f} ms was empty; the suggestion "
+                f"followed in {updates} update{'s' if updates != 1 else ''})"
+            )
         elif updates:
             meta += f", {updates} streamed updates, first after {first_update_ms:.0f} ms"
         if extra_items:
             meta += f", +{extra_items} more item{'s' if extra_items > 1 else ''}"
         if not ghost.strip():
             meta += ", no suggestion"
-        self._write(
-            self._bold(f"  ▸ pause {index}/{total}")
-            + f" at {line_no}:{column} ({reason}) → {meta}\n"
-        )
+        self._write(self._bold(f"  ▸ pause {index}/{total}") + f" at {line_no}:{column} ({reason}) → {meta}\n")
         ghost_lines = ghost.split("\n")
         shown = ghost_lines[:MAX_GHOST_LINES]
         first = shown[0]
@@ -260,8 +262,7 @@ class Reporter:
         self._clear_live()
         self._write(self._bold(f"  ✗ pause {index}/{total}") + f" at {line_no}:{column} ({reason}): {error}\n")
 
-    def cold_start(self, elapsed_ms: float, ghost: str | None, error: str | None,
-                   late_ms: float | None = None) -> None:
+    def cold_start(self, elapsed_ms: float, ghost: str | None, error: str | None, late_ms: float | None = None) -> None:
         self._clear_live()
         if error:
             self.println(f"  cold start: FAILED after {elapsed_ms:.0f} ms: {error}")
@@ -269,8 +270,10 @@ class Reporter:
             first = (ghost or "").split("\n")[0]
             shown = f": {self._dim(first[:60])}" if first.strip() else " (empty suggestion)"
             if late_ms is not None:
-                self.println(f"  cold start: empty answer after {elapsed_ms:.0f} ms, "
-                             f"the suggestion followed as an update after {late_ms:.0f} ms{shown}")
+                self.println(
+                    f"  cold start: empty answer after {elapsed_ms:.0f} ms, "
+                    f"the suggestion followed as an update after {late_ms:.0f} ms{shown}"
+                )
             else:
                 self.println(f"  cold start: first answer after {elapsed_ms:.0f} ms{shown}")
 
@@ -302,14 +305,18 @@ class Reporter:
         if fu.get("count"):
             self.println(f"  first streamed text  p50 {ms(fu['p50'])} · max {ms(fu['max'])}")
         cold_late = s.get("cold_start_suggestion_ms")
-        late_note = (f" (empty; the suggestion followed after {ms(cold_late)})"
-                     if cold_late is not None and s["cold_start_ms"] is not None and cold_late != s["cold_start_ms"]
-                     else "")
+        late_note = (
+            f" (empty; the suggestion followed after {ms(cold_late)})"
+            if cold_late is not None and s["cold_start_ms"] is not None and cold_late != s["cold_start_ms"]
+            else ""
+        )
         self.println(f"  cold start           {ms(s['cold_start_ms'])}{late_note}")
         if s.get("late_suggestions"):
             n = s["late_suggestions"]
-            self.println(f"  late suggestions     {n} (empty answer at the server's deadline, then the "
-                         f"suggestion as update{'s' if n > 1 else ''}; timed at their text)")
+            self.println(
+                f"  late suggestions     {n} (empty answer at the server's deadline, then the "
+                f"suggestion as update{'s' if n > 1 else ''}; timed at their text)"
+            )
         server = s.get("server_latency_ms") or {}
         for key, label in (("upstream_ttft", "backend TTFT       "), ("sidecar_overhead", "sidecar overhead   ")):
             st = server.get(key)
@@ -332,10 +339,13 @@ class Reporter:
             self.println(f"  local engine         {what}")
         notices = s.get("server_notices") or []
         if notices:
-            self.println(f"  the server said ({len(notices)} notice{'s' if len(notices) > 1 else ''}"
-                         + (", the last 5" if len(notices) > 5 else "") + "):")
+            self.println(
+                f"  the server said ({len(notices)} notice{'s' if len(notices) > 1 else ''}"
+                + (", the last 5" if len(notices) > 5 else "")
+                + "):"
+            )
             for n in notices[-5:]:
-                text = n["text"][len("sidecar: "):] if n["text"].startswith("sidecar: ") else n["text"]
+                text = n["text"][len("sidecar: ") :] if n["text"].startswith("sidecar: ") else n["text"]
                 text = text if len(text) <= 160 else text[:159] + "…"
                 times = f" (×{n['count']})" if n.get("count", 1) > 1 else ""
                 self.println(f"    {n['kind']}{times}: {text}")
@@ -343,8 +353,9 @@ class Reporter:
         for err in shown_errors[:10]:
             self.println(f"    - {err}")
         if s.get("ok"):
-            self.println(self._bold("  PASS") + f": suggestions shown at {shown} of {pauses} pauses, "
-                         f"every request answered")
+            self.println(
+                self._bold("  PASS") + f": suggestions shown at {shown} of {pauses} pauses, every request answered"
+            )
         else:
             reasons = s.get("failure_reasons") or [s.get("failure") or "see above"]
             self.println(self._bold("  FAIL") + f": {reasons[0]}")

@@ -47,13 +47,36 @@ def default_file() -> Path:
 
     return Path(textwrap.__file__)
 
+
 _LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".js": "javascript", ".jsx": "javascriptreact",
-    ".ts": "typescript", ".tsx": "typescriptreact", ".rs": "rust", ".go": "go",
-    ".java": "java", ".kt": "kotlin", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
-    ".hpp": "cpp", ".cs": "csharp", ".rb": "ruby", ".php": "php", ".swift": "swift",
-    ".lua": "lua", ".sh": "shellscript", ".md": "markdown", ".toml": "toml",
-    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".html": "html", ".css": "css",
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".jsx": "javascriptreact",
+    ".ts": "typescript",
+    ".tsx": "typescriptreact",
+    ".rs": "rust",
+    ".go": "go",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".lua": "lua",
+    ".sh": "shellscript",
+    ".md": "markdown",
+    ".toml": "toml",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".html": "html",
+    ".css": "css",
 }
 
 _OPTION_NAMES = ("file", "pauses", "seed", "speed", "server_command", "env", "json_out")
@@ -106,7 +129,7 @@ class _Watch:
         self.arrived.clear()
         try:
             await asyncio.wait_for(self.arrived.wait(), max(timeout_s, 0.0))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -133,12 +156,15 @@ class LogTrap(logging.Handler):
 _ENGINE_DIED = re.compile(r"local engine (?:crashed with (?P<signal>[A-Z0-9]+)|exited with code -?\d+)")
 
 #: Log notices worth showing: the engine's restarts, crashes and failures.
-_RELEVANT_LOG = re.compile(r"crash|SIG[A-Z]|exited with|restart|fail|gave up|error|not ready|not installed"
-                           r"|missing|not found", re.IGNORECASE)
+_RELEVANT_LOG = re.compile(
+    r"crash|SIG[A-Z]|exited with|restart|fail|gave up|error|not ready|not installed"
+    r"|missing|not found",
+    re.IGNORECASE,
+)
 
 
 def _strip_prefix(text: str) -> str:
-    return text[len("sidecar: "):] if text.startswith("sidecar: ") else text
+    return text[len("sidecar: ") :] if text.startswith("sidecar: ") else text
 
 
 def engine_findings(notices: list[dict[str, str]]) -> dict[str, Any]:
@@ -166,8 +192,17 @@ def engine_findings(notices: list[dict[str, str]]) -> dict[str, Any]:
     }
 
 
-def judge(*, server_ok: bool, shown: int, pauses: int, requests_sent: int, cold_shown: bool, unanswered: int,
-          notices: list[dict[str, str]], errors: list[str]) -> dict[str, Any]:
+def judge(
+    *,
+    server_ok: bool,
+    shown: int,
+    pauses: int,
+    requests_sent: int,
+    cold_shown: bool,
+    unanswered: int,
+    notices: list[dict[str, str]],
+    errors: list[str],
+) -> dict[str, Any]:
     """The run's verdict. ``ok`` only when the server started, at least one suggestion was
     shown (at a pause; with no pauses, at the cold start), every planned request was sent
     and answered, and the server reported neither an engine death nor an error.
@@ -193,8 +228,9 @@ def judge(*, server_ok: bool, shown: int, pauses: int, requests_sent: int, cold_
                 reasons.append(f"the server reported an error: {err}")
         if unanswered:
             first = next((e for e in errors if e not in " ".join(reasons)), None)
-            reasons.append(f"{unanswered} request{'s' if unanswered > 1 else ''} got no answer"
-                           + (f" ({first})" if first else ""))
+            reasons.append(
+                f"{unanswered} request{'s' if unanswered > 1 else ''} got no answer" + (f" ({first})" if first else "")
+            )
         if requests_sent < pauses:
             first = next((e for e in errors if e not in " ".join(reasons)), None)
             reasons.append(f"only {requests_sent} of {pauses} pauses were reached" + (f" ({first})" if first else ""))
@@ -279,8 +315,17 @@ async def run_demo(
     pygls_logger.propagate = False
     try:
         return await _Demo(
-            path, plan, command, server_env, seed, speed, request_timeout, json_out,
-            Reporter(stream), trap, requested_pauses=pauses,
+            path,
+            plan,
+            command,
+            server_env,
+            seed,
+            speed,
+            request_timeout,
+            json_out,
+            Reporter(stream),
+            trap,
+            requested_pauses=pauses,
         ).run()
     finally:
         pygls_logger.removeHandler(trap)
@@ -309,8 +354,9 @@ class _Demo:
         self.seed, self.speed, self.timeout, self.json_out = seed, speed, request_timeout, json_out
         self.out = reporter
         self.trap = trap
-        self.session = ServerSession(on_message=self._on_message, on_update=self._on_update, on_log=self._on_log,
-                                     on_status=self._on_status)
+        self.session = ServerSession(
+            on_message=self._on_message, on_update=self._on_update, on_log=self._on_log, on_status=self._on_status
+        )
         #: The last ``sidecar/status`` payload (its ``model`` names the model answering).
         self.status: dict[str, Any] | None = None
         self.watch: _Watch | None = None
@@ -430,7 +476,7 @@ class _Demo:
             try:
                 out = Path(self.json_out)
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")  # noqa: ASYNC240 - once, at the end
                 self.out.info(f"summary written to {out}")
             except OSError as exc:
                 self.out.info(f"could not write {self.json_out}: {exc}")
@@ -440,7 +486,7 @@ class _Demo:
         root_uri = self.path.resolve().parent.as_uri()
         try:
             result = await self.session.start(self.command, self.env, root_uri, timeout_s=self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.errors.append(f"the server did not answer initialize within {self.timeout:g} s")
         except Exception as exc:
             self.errors.append(f"could not start the server: {exc}")
@@ -481,8 +527,7 @@ class _Demo:
         late_ms = round(watch.text_ms, 1) if late and watch.text_ms is not None else None
         if late:
             ghost = late
-        self.cold = {"ms": round(answer.elapsed_ms, 1), "ok": answer.answered, "suggestion": ghost,
-                     "late_ms": late_ms}
+        self.cold = {"ms": round(answer.elapsed_ms, 1), "ok": answer.answered, "suggestion": ghost, "late_ms": late_ms}
         if not answer.answered:
             self.errors.append(f"cold start: {answer.error}")
         out.cold_start(answer.elapsed_ms, ghost, answer.error, late_ms=late_ms)
@@ -553,9 +598,19 @@ class _Demo:
         record["suggestion"] = late or ghost
         record["raw"] = late or (item_text(answer.items[0]) if answer.items else None)
         self.out.suggestion(
-            index, total, line_no + 1, character + 1, key.reason, before, after, late or ghost,
-            answer.elapsed_ms, extra_items=max(len(answer.items) - 1, 0),
-            updates=watch.updates, first_update_ms=watch.first_update_ms, late_ms=late_ms,
+            index,
+            total,
+            line_no + 1,
+            character + 1,
+            key.reason,
+            before,
+            after,
+            late or ghost,
+            answer.elapsed_ms,
+            extra_items=max(len(answer.items) - 1, 0),
+            updates=watch.updates,
+            first_update_ms=watch.first_update_ms,
+            late_ms=late_ms,
         )
 
     # -- figures --------------------------------------------------------------------------
@@ -578,17 +633,20 @@ class _Demo:
         non_empty = [r for r in answered if (r["suggestion"] or "").strip()]
         planned = self.plan.pause_count
         firsts = [r["first_update_ms"] for r in self.requests if r["first_update_ms"] is not None]
-        all_answered = (
-            server_ok and self.cold["ok"] and len(answered) == planned and len(self.requests) == planned
-        )
+        all_answered = server_ok and self.cold["ok"] and len(answered) == planned and len(self.requests) == planned
         info = self.session.init_result.server_info if self.session.init_result else None
         status = self.status or {}
         model = status.get("model")
         unanswered = (len(self.requests) - len(answered)) + (1 if server_ok and not self.cold["ok"] else 0)
         verdict = judge(
-            server_ok=server_ok, shown=len(non_empty), pauses=planned, requests_sent=len(self.requests),
-            cold_shown=bool((self.cold.get("suggestion") or "").strip()), unanswered=unanswered,
-            notices=self.notices, errors=self.errors,
+            server_ok=server_ok,
+            shown=len(non_empty),
+            pauses=planned,
+            requests_sent=len(self.requests),
+            cold_shown=bool((self.cold.get("suggestion") or "").strip()),
+            unanswered=unanswered,
+            notices=self.notices,
+            errors=self.errors,
         )
         return {
             "ok": verdict["ok"],

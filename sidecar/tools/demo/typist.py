@@ -191,9 +191,7 @@ def default_target_chars(pauses: int) -> int:
     return max(200, min(1500, 50 * pauses))
 
 
-def choose_region(
-    text: str, pauses: int = 8, seed: int = 0, target_chars: int | None = None
-) -> Region:
+def choose_region(text: str, pauses: int = 8, seed: int = 0, target_chars: int | None = None) -> Region:
     """Pick the part of ``text`` that the typist writes, deterministically by seed.
 
     The region starts at a top-level block (a line at column 0 after a blank line,
@@ -207,11 +205,7 @@ def choose_region(
     lines = text.split("\n")
     starts = _line_starts(text)
     n_lines = len(starts)
-    blocks = [
-        i
-        for i in range(n_lines)
-        if lines[i][:1].strip() and (i == 0 or not lines[i - 1].strip())
-    ]
+    blocks = [i for i in range(n_lines) if lines[i][:1].strip() and (i == 0 or not lines[i - 1].strip())]
     first_allowed = n_lines // 3
     options: list[Region] = []
     for bi, line_no in enumerate(blocks):

@@ -69,7 +69,7 @@ def _cause(exc: BaseException) -> str:
 
 
 def _signal_name(returncode: int | None) -> str | None:
-    """"SIGSEGV" for a process killed by signal 11 (``returncode`` -11), else None."""
+    """ "SIGSEGV" for a process killed by signal 11 (``returncode`` -11), else None."""
     if returncode is None or returncode >= 0:
         return None
     try:

@@ -51,18 +51,34 @@ class CacheCheck:
         except sqlite3.DatabaseError as exc:
             data["error"] = str(exc)
             if "unable to open" in str(exc).lower() or "readonly" in str(exc).lower():
-                self.add("cache", "cache", WARN, f"{head}; cannot open it: {exc}",
-                         f"Check the permissions of {path} and its folder; until then the cache stays in memory.",
-                         data)
+                self.add(
+                    "cache",
+                    "cache",
+                    WARN,
+                    f"{head}; cannot open it: {exc}",
+                    f"Check the permissions of {path} and its folder; until then the cache stays in memory.",
+                    data,
+                )
             else:
-                self.add("cache", "cache", WARN, f"{head}; corrupt ({exc})",
-                         "The file is corrupt and will be moved aside on next start (a fresh cache starts then).",
-                         data)
+                self.add(
+                    "cache",
+                    "cache",
+                    WARN,
+                    f"{head}; corrupt ({exc})",
+                    "The file is corrupt and will be moved aside on next start (a fresh cache starts then).",
+                    data,
+                )
             return
         data["schema_version"] = version
         if version not in (0, SCHEMA_VERSION):
-            self.add("cache", "cache", WARN, f"{head}; schema version {version}, expected {SCHEMA_VERSION}",
-                     "The cache will be rebuilt (emptied) on next start; nothing to do.", data)
+            self.add(
+                "cache",
+                "cache",
+                WARN,
+                f"{head}; schema version {version}, expected {SCHEMA_VERSION}",
+                "The cache will be rebuilt (emptied) on next start; nothing to do.",
+                data,
+            )
             return
         from ...completion.cache import CompletionCache
 
@@ -76,16 +92,31 @@ class CacheCheck:
         data.update(entries=n, persistent=stats["persistent"])
         value = f"{head}; quick_check ok, {n} {'entry' if n == 1 else 'entries'}"
         if not stats["persistent"]:
-            self.add("cache", "cache", WARN, value + f"; not writable ({stats['persistence_off_reason']})",
-                     f"Make {path} and its folder writable, or set cache_path elsewhere; until then the cache "
-                     f"stays in memory.", data)
+            self.add(
+                "cache",
+                "cache",
+                WARN,
+                value + f"; not writable ({stats['persistence_off_reason']})",
+                f"Make {path} and its folder writable, or set cache_path elsewhere; until then the cache "
+                f"stays in memory.",
+                data,
+            )
         elif mode & 0o077:
             now = stat.S_IMODE(path.stat().st_mode) if path.exists() else mode
             data["mode_after"] = f"{now:04o}"
-            done = (f"opening it just reset the mode to {now:04o}, as the sidecar does" if not now & 0o077
-                    else f"run chmod 600 {path}")
-            self.add("cache", "cache", WARN, value,
-                     f"Other users could read the cached completions ({done}); if it happens again, check "
-                     f"what else writes {path}.", data)
+            done = (
+                f"opening it just reset the mode to {now:04o}, as the sidecar does"
+                if not now & 0o077
+                else f"run chmod 600 {path}"
+            )
+            self.add(
+                "cache",
+                "cache",
+                WARN,
+                value,
+                f"Other users could read the cached completions ({done}); if it happens again, check "
+                f"what else writes {path}.",
+                data,
+            )
         else:
             self.add("cache", "cache", OK, value, "", data)

@@ -24,19 +24,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sidecar doctor",
         description="Check the configuration, the cloud backend (round trip, key, FIM, TTFT), the local engine, "
-                    "the GPU and the cache, and say what to fix. Exit code 1 when a check fails.",
+        "the GPU and the cache, and say what to fix. Exit code 1 when a check fails.",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
-                        help=f"seconds to wait for each network check (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for each network check (default {DEFAULT_TIMEOUT_S:g})",
+    )
     engine = parser.add_mutually_exclusive_group()
-    engine.add_argument("--engine", dest="engine", action="store_const", const=True, default=None,
-                        help="run the engine check even when the local engine is not in use (it runs by default "
-                             "whenever the managed engine is set up)")
-    engine.add_argument("--no-engine", dest="engine", action="store_const", const=False,
-                        help="skip the engine check (starting the local engine and running a real prompt)")
-    parser.add_argument("--engine-timeout", type=float, default=ENGINE_CHECK_S, metavar="S",
-                        help=f"overall bound of the engine check in seconds (default {ENGINE_CHECK_S:g})")
+    engine.add_argument(
+        "--engine",
+        dest="engine",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run the engine check even when the local engine is not in use (it runs by default "
+        "whenever the managed engine is set up)",
+    )
+    engine.add_argument(
+        "--no-engine",
+        dest="engine",
+        action="store_const",
+        const=False,
+        help="skip the engine check (starting the local engine and running a real prompt)",
+    )
+    parser.add_argument(
+        "--engine-timeout",
+        type=float,
+        default=ENGINE_CHECK_S,
+        metavar="S",
+        help=f"overall bound of the engine check in seconds (default {ENGINE_CHECK_S:g})",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not args.timeout > 0:
         parser.error("--timeout must be above 0")
@@ -49,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     # As serve resolves them: what it ignores (a bad or contradicting setting, an
     # unreadable file) is one WARN, and every check runs on the rest.
     settings, ignored = resolve_settings()
-    doctor = Doctor(settings, timeout_s=args.timeout, engine=args.engine, ignored=ignored,
-                    engine_timeout_s=args.engine_timeout)
+    doctor = Doctor(
+        settings, timeout_s=args.timeout, engine=args.engine, ignored=ignored, engine_timeout_s=args.engine_timeout
+    )
     checks = asyncio.run(doctor.run())
     code = 1 if any(c.status == FAIL for c in checks) else 0
     out = render_json(checks, code) if args.json else render_text(checks, code)

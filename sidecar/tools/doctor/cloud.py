@@ -32,8 +32,15 @@ class CloudChecks:
             return
         limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
         timeout = httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, max(s.connect_timeout_ms / 1000, 1.0)))
-        async with httpx.AsyncClient(base_url=base + "/", headers={"User-Agent": "sidecar-doctor/0.1"}, http1=True,
-                                     http2=s.http2, timeout=timeout, limits=limits, trust_env=False) as client:
+        async with httpx.AsyncClient(
+            base_url=base + "/",
+            headers={"User-Agent": "sidecar-doctor/0.1"},
+            http1=True,
+            http2=s.http2,
+            timeout=timeout,
+            limits=limits,
+            trust_env=False,
+        ) as client:
             resp = await self.check_network(client, base)
             if resp is None:
                 why = f"skipped: {_host_of(base)} is unreachable"
@@ -73,14 +80,23 @@ class CloudChecks:
             err = classify(resp.status_code, resp.content, backend=name, model=model, key_hint=cloud_key_hint(s))
             data = {"status": resp.status_code, "kind": err.kind}
             if err.kind == BAD_KEY:
-                value = (f"the key was rejected (HTTP {resp.status_code})" if s.api_key
-                         else f"the server wants an API key (HTTP {resp.status_code})")
+                value = (
+                    f"the key was rejected (HTTP {resp.status_code})"
+                    if s.api_key
+                    else f"the server wants an API key (HTTP {resp.status_code})"
+                )
                 self.add("key", "API key", FAIL, value, err.message, data)
                 return False
             if resp.status_code in (404, 405):
-                self.add("key", "API key", WARN, f"no model list (GET /models: HTTP {resp.status_code})",
-                         "The server has no /models endpoint, so the key and model could not be checked; "
-                         "make sure the base URL is the API base (ending in /v1).", data)
+                self.add(
+                    "key",
+                    "API key",
+                    WARN,
+                    f"no model list (GET /models: HTTP {resp.status_code})",
+                    "The server has no /models endpoint, so the key and model could not be checked; "
+                    "make sure the base URL is the API base (ending in /v1).",
+                    data,
+                )
                 return True
             self.add("key", "API key", WARN, f"GET /models: HTTP {resp.status_code}", err.message, data)
             return True
@@ -89,19 +105,32 @@ class CloudChecks:
             ids = [m["id"] for m in payload["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
         except (ValueError, KeyError, TypeError):
             ctype = resp.headers.get("content-type", "").split(";")[0] or "no content type"
-            self.add("key", "API key", WARN, f"{key_word}, but /models answered {ctype}, not a model list",
-                     "Make sure the base URL is an OpenAI-compatible API base (ending in /v1).",
-                     {"status": resp.status_code})
+            self.add(
+                "key",
+                "API key",
+                WARN,
+                f"{key_word}, but /models answered {ctype}, not a model list",
+                "Make sure the base URL is an OpenAI-compatible API base (ending in /v1).",
+                {"status": resp.status_code},
+            )
             return True
         listed = model in ids
         data = {"status": resp.status_code, "models": len(ids), "model_listed": listed}
-        value = (f"{key_word}; {len(ids)} model{'' if len(ids) == 1 else 's'} listed, '{model}' "
-                 + ("listed" if listed else "not listed"))
+        value = f"{key_word}; {len(ids)} model{'' if len(ids) == 1 else 's'} listed, '{model}' " + (
+            "listed" if listed else "not listed"
+        )
         if listed:
             self.add("key", "API key", OK, value, "", data)
         else:
             examples = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
-            self.add("key", "API key", WARN, value,
-                     f"Set SIDECAR_MODEL to a model the server lists ({examples})." if ids
-                     else "The server lists no models; check that it has one loaded.", data)
+            self.add(
+                "key",
+                "API key",
+                WARN,
+                value,
+                f"Set SIDECAR_MODEL to a model the server lists ({examples})."
+                if ids
+                else "The server lists no models; check that it has one loaded.",
+                data,
+            )
         return True

@@ -28,9 +28,14 @@ class ConfigCheck:
         path = config.config_file_path()
         file_note = f"{path}" + ("" if path.exists() else " (not found, defaults used)")
         if self.settings is None:
-            self.add("config", "configuration", FAIL, self.config_error or "invalid configuration",
-                     f"Fix that setting in {path} or in the environment; `sidecar config` shows what is resolved.",
-                     {"config_file": str(path)})
+            self.add(
+                "config",
+                "configuration",
+                FAIL,
+                self.config_error or "invalid configuration",
+                f"Fix that setting in {path} or in the environment; `sidecar config` shows what is resolved.",
+                {"config_file": str(path)},
+            )
             return
         s = self.settings
         data = {
@@ -51,18 +56,31 @@ class ConfigCheck:
                 data["provider_note"] = s.provider_note
         else:
             cloud = "no cloud backend"
-        value = (f"mode {s.resolved_mode}, {cloud}, API key {data['api_key']}, local engine {s.local_engine}, "
-                 f"cache {data['cache_path'] or 'off'}; config file {file_note}")
+        value = (
+            f"mode {s.resolved_mode}, {cloud}, API key {data['api_key']}, local engine {s.local_engine}, "
+            f"cache {data['cache_path'] or 'off'}; config file {file_note}"
+        )
         cloud = s.cloud
         if cloud is not None and not s.resolved_base_url:
-            self.add("config", "configuration", FAIL, value,
-                     f"provider '{cloud.name}' needs a base URL: set SIDECAR_BASE_URL (or base_url in the config file).",
-                     data)
+            self.add(
+                "config",
+                "configuration",
+                FAIL,
+                value,
+                f"provider '{cloud.name}' needs a base URL: set SIDECAR_BASE_URL (or base_url in the config file).",
+                data,
+            )
             return
         if cloud is not None and cloud.needs_key and not s.api_key:
             key_var = cloud.key_env or "SIDECAR_API_KEY"
-            self.add("config", "configuration", FAIL, value,
-                     f"{cloud.label} needs an API key: set {key_var} (or api_key in the config file).", data)
+            self.add(
+                "config",
+                "configuration",
+                FAIL,
+                value,
+                f"{cloud.label} needs an API key: set {key_var} (or api_key in the config file).",
+                data,
+            )
             return
         self.add("config", "configuration", OK, value, "", data)
 
@@ -71,6 +89,12 @@ class ConfigCheck:
         if not ignored:
             return
         path = config.config_file_path()
-        self.add("config_ignored", "ignored settings", WARN, "; ".join(ignored),
-                 f"Fix or remove them in {path} or in the environment (the sidecar runs without them, as these "
-                 f"checks did); `sidecar config` shows what is resolved.", {"ignored": list(ignored)})
+        self.add(
+            "config_ignored",
+            "ignored settings",
+            WARN,
+            "; ".join(ignored),
+            f"Fix or remove them in {path} or in the environment (the sidecar runs without them, as these "
+            f"checks did); `sidecar config` shows what is resolved.",
+            {"ignored": list(ignored)},
+        )

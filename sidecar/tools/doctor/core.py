@@ -27,13 +27,29 @@ from .probe import ProbeRequests
 from .ttft import TtftCheck
 
 
-class Doctor(ConfigCheck, CloudChecks, NetworkCheck, ProbeRequests, FimCheck, TtftCheck, LocalEngineChecks,
-             EngineRunCheck, CacheCheck):
+class Doctor(
+    ConfigCheck,
+    CloudChecks,
+    NetworkCheck,
+    ProbeRequests,
+    FimCheck,
+    TtftCheck,
+    LocalEngineChecks,
+    EngineRunCheck,
+    CacheCheck,
+):
     """Runs the checks for ``settings`` (None when the configuration did not load)."""
 
-    def __init__(self, settings: config.Settings | None, *, timeout_s: float, engine: bool | None = None,
-                 config_error: str | None = None, engine_timeout_s: float = ENGINE_CHECK_S,
-                 ignored: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: config.Settings | None,
+        *,
+        timeout_s: float,
+        engine: bool | None = None,
+        config_error: str | None = None,
+        engine_timeout_s: float = ENGINE_CHECK_S,
+        ignored: list[str] | None = None,
+    ) -> None:
         """``engine``: None (the default) runs the engine check when the managed engine is
         set up (or an external one is in use); True also runs an external engine that is
         not in use and judges a managed one as if it were; False skips it. ``ignored``:
@@ -62,15 +78,26 @@ class Doctor(ConfigCheck, CloudChecks, NetworkCheck, ProbeRequests, FimCheck, Tt
         self.check_ignored()
         s = self.settings
         if s is None:
-            for key, title in (("network", "base URL"), ("key", "API key"), ("fim", "FIM"), ("ttft", "TTFT"),
-                               ("local_engine", "local engine"), ("gpu", "GPU"), ("engine", "engine run"),
-                               ("cache", "cache")):
+            for key, title in (
+                ("network", "base URL"),
+                ("key", "API key"),
+                ("fim", "FIM"),
+                ("ttft", "TTFT"),
+                ("local_engine", "local engine"),
+                ("gpu", "GPU"),
+                ("engine", "engine run"),
+                ("cache", "cache"),
+            ):
                 self.add(key, title, SKIP, "skipped: the configuration did not load")
             return self.checks
         if s.cloud_provider is None:
-            self.add("network", "base URL", SKIP,
-                     "skipped: no cloud backend is configured (local-only mode); set SILICONFLOW_API_KEY or "
-                     "SIDECAR_BASE_URL to use one")
+            self.add(
+                "network",
+                "base URL",
+                SKIP,
+                "skipped: no cloud backend is configured (local-only mode); set SILICONFLOW_API_KEY or "
+                "SIDECAR_BASE_URL to use one",
+            )
             for key, title in (("key", "API key"), ("fim", "FIM"), ("ttft", "TTFT")):
                 self.add(key, title, SKIP, "skipped (local-only mode)")
         else:

@@ -11,7 +11,6 @@ is the one the TTFT check uses. See docs/architecture.md (``completion/``, ``too
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -42,7 +41,7 @@ class FimCheck:
                 "template": f"FIM prompt from the {tmpl.family if tmpl else 'model'} family's tokens on /completions",
                 "chat": "chat (/chat/completions) with prefix and suffix",
                 "prefix": "prefix only on /completions (the model's family has no known FIM tokens; "
-                          "text after the cursor is not sent)",
+                "text after the cursor is not sent)",
             }.get(strategy, strategy)
             note = ""
             if native is not None and not native.search(model) and s.fim == "auto":
@@ -51,26 +50,40 @@ class FimCheck:
             return
         fallback = choose_strategy(api, model, s.fim, frozenset({"suffix"}))
         data["fallback"] = fallback
-        req = UpstreamRequest("completions", {"prompt": _PREFIX, "suffix": _SUFFIX, "max_tokens": 1,
-                                              "temperature": 0.0}, "suffix")
+        req = UpstreamRequest(
+            "completions", {"prompt": _PREFIX, "suffix": _SUFFIX, "max_tokens": 1, "temperature": 0.0}, "suffix"
+        )
         t0 = time.perf_counter()
         try:
             info, _text = await self._first_token(backend, req)
         except E.BackendError as err:
             if err.kind == E.FIM_UNSUPPORTED:
                 self.strategy = fallback
-                self.add("fim", "FIM", WARN, f"'{model}' refused the FIM suffix (HTTP {err.status}: {err.detail[:120]})",
-                         f"The model does not accept a FIM suffix; the sidecar will use {fallback} instead "
-                         f"(set SIDECAR_FIM={fallback} to skip the failed first try, or pick a model on "
-                         f"SiliconFlow's FIM list).", {**data, "status": err.status})
+                self.add(
+                    "fim",
+                    "FIM",
+                    WARN,
+                    f"'{model}' refused the FIM suffix (HTTP {err.status}: {err.detail[:120]})",
+                    f"The model does not accept a FIM suffix; the sidecar will use {fallback} instead "
+                    f"(set SIDECAR_FIM={fallback} to skip the failed first try, or pick a model on "
+                    f"SiliconFlow's FIM list).",
+                    {**data, "status": err.status},
+                )
                 return
             self._error_check("fim", "FIM", err, "the FIM probe", data)
             return
-        except asyncio.TimeoutError:
-            self.add("fim", "FIM", FAIL, f"no answer to the FIM probe within {self.timeout_s:g} s",
-                     "The server accepted the connection but did not answer; try again, or pick another model.", data)
+        except TimeoutError:
+            self.add(
+                "fim",
+                "FIM",
+                FAIL,
+                f"no answer to the FIM probe within {self.timeout_s:g} s",
+                "The server accepted the connection but did not answer; try again, or pick another model.",
+                data,
+            )
             return
         data["ms"] = _ms(time.perf_counter() - t0)
         data["trace_id"] = info.trace_id
-        self.add("fim", "FIM", OK, f"native FIM accepted: prompt + suffix on /completions ({data['ms']:.0f} ms)",
-                 "", data)
+        self.add(
+            "fim", "FIM", OK, f"native FIM accepted: prompt + suffix on /completions ({data['ms']:.0f} ms)", "", data
+        )

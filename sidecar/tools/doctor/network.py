@@ -24,8 +24,9 @@ SLOW_RTT_MS = 500.0
 class NetworkCheck:
     """``check_network``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
-    async def _timed_get(self, client: httpx.AsyncClient, path: str,
-                         headers: dict[str, str] | None = None) -> tuple[httpx.Response, dict[str, float]]:
+    async def _timed_get(
+        self, client: httpx.AsyncClient, path: str, headers: dict[str, str] | None = None
+    ) -> tuple[httpx.Response, dict[str, float]]:
         """GET ``path``; returns the response and phase times in ms (``connect``, ``tls``,
         ``request``: from sending the request to the end of the body, ``total``)."""
         marks: dict[str, float] = {}
@@ -34,9 +35,7 @@ class NetworkCheck:
             marks.setdefault(name, time.perf_counter())
 
         t0 = time.perf_counter()
-        resp = await asyncio.wait_for(
-            client.get(path, headers=headers, extensions={"trace": trace}), self.timeout_s
-        )
+        resp = await asyncio.wait_for(client.get(path, headers=headers, extensions={"trace": trace}), self.timeout_s)
         t1 = time.perf_counter()
         phases: dict[str, float] = {"total": _ms(t1 - t0)}
 
@@ -50,8 +49,14 @@ class NetworkCheck:
             phases["connect"] = connect
         if tls is not None:
             phases["tls"] = tls
-        sent = next((marks[k] for k in ("http11.send_request_headers.started", "http2.send_request_headers.started")
-                     if k in marks), None)
+        sent = next(
+            (
+                marks[k]
+                for k in ("http11.send_request_headers.started", "http2.send_request_headers.started")
+                if k in marks
+            ),
+            None,
+        )
         phases["request"] = _ms(t1 - sent) if sent is not None else phases["total"]
         return resp, phases
 
@@ -66,16 +71,27 @@ class NetworkCheck:
         try:
             _cold, p1 = await self._timed_get(client, "models", headers)
             warm, p2 = await self._timed_get(client, "models", headers)
-        except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
-            self.add("network", "base URL", FAIL, f"cannot reach {host}: {_cause(exc)}",
-                     f"Check the base URL ({base}), your network connection, proxy or firewall.",
-                     {"host": host, "base_url": base, "error": _cause(exc)})
+        except (TimeoutError, httpx.HTTPError, OSError) as exc:
+            self.add(
+                "network",
+                "base URL",
+                FAIL,
+                f"cannot reach {host}: {_cause(exc)}",
+                f"Check the base URL ({base}), your network connection, proxy or firewall.",
+                {"host": host, "base_url": base, "error": _cause(exc)},
+            )
             return None
         self.rtt_ms = p2["request"]
         https = base.startswith("https://")
-        data = {"host": host, "base_url": base, "connect_ms": p1.get("connect"),
-                "tls_ms": p1.get("tls") if https else None, "first_request_ms": p1["request"],
-                "round_trip_ms": self.rtt_ms, "status": warm.status_code}
+        data = {
+            "host": host,
+            "base_url": base,
+            "connect_ms": p1.get("connect"),
+            "tls_ms": p1.get("tls") if https else None,
+            "first_request_ms": p1["request"],
+            "round_trip_ms": self.rtt_ms,
+            "status": warm.status_code,
+        }
         parts = []
         if p1.get("connect") is not None:
             parts.append(f"connect {p1['connect']:.0f} ms")
@@ -84,9 +100,15 @@ class NetworkCheck:
         parts.append(f"first request {p1['request']:.0f} ms, round trip {self.rtt_ms:.0f} ms (GET /models)")
         value = f"{host}: " + ", ".join(parts)
         if self.rtt_ms > SLOW_RTT_MS:
-            self.add("network", "base URL", WARN, value,
-                     f"The network round trip to {host} is slow; every completion pays it at least once, so "
-                     f"check your connection or proxy, or use a nearer host (or local mode).", data)
+            self.add(
+                "network",
+                "base URL",
+                WARN,
+                value,
+                f"The network round trip to {host} is slow; every completion pays it at least once, so "
+                f"check your connection or proxy, or use a nearer host (or local mode).",
+                data,
+            )
         else:
             self.add("network", "base URL", OK, value, "", data)
         return warm

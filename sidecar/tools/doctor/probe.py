@@ -28,8 +28,9 @@ class ProbeRequests:
     def _context(self) -> Any:
         from ...completion.context import CompletionContext
 
-        return CompletionContext(prefix=_PREFIX, suffix=_SUFFIX, line_prefix="    return", line_suffix="",
-                                 language="python", eol="\n")
+        return CompletionContext(
+            prefix=_PREFIX, suffix=_SUFFIX, line_prefix="    return", line_suffix="", language="python", eol="\n"
+        )
 
     def _error_check(self, key: str, title: str, err: Any, what: str, data: dict[str, Any]) -> None:
         """A check line for a BackendError from ``what`` (a FIM probe or the TTFT request)."""
@@ -37,8 +38,14 @@ class ProbeRequests:
 
         data = {**data, "kind": err.kind, "status": err.status}
         if err.kind == E.RATE_LIMITED:
-            self.add(key, title, WARN, f"rate limited (HTTP {err.status}) during {what}",
-                     f"{err.message} Run doctor again later, or raise your account's limits.", data)
+            self.add(
+                key,
+                title,
+                WARN,
+                f"rate limited (HTTP {err.status}) during {what}",
+                f"{err.message} Run doctor again later, or raise your account's limits.",
+                data,
+            )
         elif err.kind == E.OVERLOADED:
             self.add(key, title, WARN, f"overloaded (HTTP {err.status}) during {what}", err.message, data)
         elif err.kind == E.MODEL_NOT_FOUND:
@@ -46,14 +53,26 @@ class ProbeRequests:
         elif err.kind == E.BAD_KEY:
             self.add(key, title, FAIL, f"the key was rejected (HTTP {err.status})", err.message, data)
         elif err.kind in (E.TIMEOUT, E.CONNECTION):
-            self.add(key, title, FAIL, f"{what} failed: {err.message}",
-                     "Check the network; if the model is slow to start, raise SIDECAR_REQUEST_TIMEOUT_MS "
-                     "or run doctor with a larger --timeout.", data)
+            self.add(
+                key,
+                title,
+                FAIL,
+                f"{what} failed: {err.message}",
+                "Check the network; if the model is slow to start, raise SIDECAR_REQUEST_TIMEOUT_MS "
+                "or run doctor with a larger --timeout.",
+                data,
+            )
         elif err.status >= 500 or err.kind == E.UNKNOWN:
             # A server error (not "overloaded") or an answer that is not an event stream:
             # no completion can work like this.
-            self.add(key, title, FAIL, f"{what} failed (HTTP {err.status})" if err.status else f"{what} failed",
-                     f"{err.message} Check the base URL and the server's logs.", data)
+            self.add(
+                key,
+                title,
+                FAIL,
+                f"{what} failed (HTTP {err.status})" if err.status else f"{what} failed",
+                f"{err.message} Check the base URL and the server's logs.",
+                data,
+            )
         else:
             self.add(key, title, WARN, f"{what} failed (HTTP {err.status})", err.message, data)
 

@@ -27,5 +27,7 @@ def render_text(checks: list[Check], exit_code: int) -> str:
 
 
 def render_json(checks: list[Check], exit_code: int) -> str:
-    return json.dumps({"ok": exit_code == 0, "exit_code": exit_code,
-                       "checks": [asdict(c) for c in checks]}, indent=2) + "\n"
+    return (
+        json.dumps({"ok": exit_code == 0, "exit_code": exit_code, "checks": [asdict(c) for c in checks]}, indent=2)
+        + "\n"
+    )
