@@ -19,18 +19,25 @@
 ;;
 ;; then `M-x lsp' in a Python, Go, Rust, ... buffer (or `lsp-deferred' in a mode hook).
 ;; Suggestions appear after `sidecar-idle-delay' seconds of idle time; with one shown,
-;; TAB (`sidecar-accept-keys') accepts, C-g cancels, C-n / C-p cycle (lsp-mode 10
-;; binds no RET).
+;; TAB (`sidecar-accept-keys') accepts it all, C-<right> / M-<right>
+;; (`sidecar-accept-word-keys') its next word, C-<down> / M-<down>
+;; (`sidecar-accept-line-keys') its next line, C-g cancels, C-n / C-p cycle (lsp-mode 10
+;; binds no RET).  After a word or a line the rest stays shown.
 ;;
 ;; The API key comes from the environment (SILICONFLOW_API_KEY) or the sidecar's config
 ;; file (~/.config/sidecar/config.toml); other settings can go in `sidecar-settings'.
 ;;
-;; Commands: `sidecar-stats', `sidecar-set-mode', `sidecar-toggle-local-gpu',
-;; `sidecar-clear-cache'; `sidecar-status' shows the last status the server sent.
+;; The server is told when a suggestion shows (`sidecar/didShowCompletion') and how much
+;; of it was taken (`sidecar.acceptCompletion' with the item id and UTF-16 units).
+;;
+;; Commands: `sidecar-accept-word', `sidecar-accept-line', `sidecar-stats',
+;; `sidecar-set-mode', `sidecar-toggle-local-gpu', `sidecar-clear-cache'; `sidecar-status'
+;; shows the last status the server sent.
 
 ;;; Code:
 
 (require 'lsp-mode)
+(require 'cl-lib)
 (require 'seq)
 (require 'lsp-inline-completion nil t)
 
@@ -69,10 +76,50 @@ meant for slower servers; the sidecar debounces on its own)."
   :type 'number
   :group 'sidecar)
 
+(defvar lsp-inline-completion-active-map)
+
+(defun sidecar--set-keys (symbol keys)
+  "Set SYMBOL (one of the `sidecar-accept-*-keys' options) to KEYS and rebind them.
+The keys bound before are unbound in `lsp-inline-completion-active-map'."
+  (let ((command (get symbol 'sidecar-command)))
+    (when (and (boundp symbol) (boundp 'lsp-inline-completion-active-map))
+      (dolist (key (symbol-value symbol))
+        (when (eq (lookup-key lsp-inline-completion-active-map (kbd key)) command)
+          (define-key lsp-inline-completion-active-map (kbd key) nil))))
+    (set-default symbol keys)
+    (when (boundp 'lsp-inline-completion-active-map)
+      (dolist (key keys)
+        (define-key lsp-inline-completion-active-map (kbd key) command)))))
+
+(put 'sidecar-accept-keys 'sidecar-command #'lsp-inline-completion-accept)
+(put 'sidecar-accept-word-keys 'sidecar-command #'sidecar-accept-word)
+(put 'sidecar-accept-line-keys 'sidecar-command #'sidecar-accept-line)
+
 (defcustom sidecar-accept-keys '("<tab>" "TAB")
-  "Keys that accept the shown suggestion, for `kbd'.
-lsp-mode binds TAB to the next suggestion; nil keeps its bindings.  Set before loading."
+  "Keys that accept the whole shown suggestion, for `kbd'.
+Bound in `lsp-inline-completion-active-map', the keymap lsp-mode turns on only while a
+suggestion shows (lsp-mode's own C-<return> accepts too).  nil binds none.  Set it
+with `customize-set-variable' (or `setopt'), or with `setq' before loading sidecar."
   :type '(repeat string)
+  :set #'sidecar--set-keys
+  :group 'sidecar)
+
+(defcustom sidecar-accept-word-keys '("C-<right>" "M-<right>")
+  "Keys that accept the next word of the shown suggestion, for `kbd'.
+A word is the leading white space and the next run of word characters (or, where the
+suggestion goes on with punctuation, the next run of other non-space characters).
+Active only while a suggestion shows.  nil binds none; set it like `sidecar-accept-keys'."
+  :type '(repeat string)
+  :set #'sidecar--set-keys
+  :group 'sidecar)
+
+(defcustom sidecar-accept-line-keys '("C-<down>" "M-<down>")
+  "Keys that accept the next line of the shown suggestion, for `kbd'.
+A line is the rest of the current line; where the suggestion goes on with a line break,
+the break, the next line's indentation and that line.  Active only while a suggestion
+shows.  nil binds none; set it like `sidecar-accept-keys'."
+  :type '(repeat string)
+  :set #'sidecar--set-keys
   :group 'sidecar)
 
 (defcustom sidecar-refresh-on-update t
@@ -92,7 +139,11 @@ finished stream)."
 (declare-function lsp-inline-completion-display "lsp-inline-completion" (&optional implicit))
 (declare-function lsp-inline-completion-accept "lsp-inline-completion" ())
 (declare-function lsp-inline-completion-mode "lsp-inline-completion" (&optional arg))
-(defvar lsp-inline-completion-active-map)
+(declare-function lsp-inline-completion-show-overlay "lsp-inline-completion" ())
+(declare-function lsp-inline-completion--clear-overlay "lsp-inline-completion" ())
+(defvar lsp-inline-completion--items)
+(defvar lsp-inline-completion--current)
+(defvar lsp-inline-completion-accepted-functions)
 (defvar lsp-inline-completion-idle-delay)
 (defvar lsp-inline-completion-mode)
 (defvar lsp-inline-completion--overlay)
@@ -176,6 +227,137 @@ while the suggestion shows, so that position counts too."
     (unless lsp-inline-completion-mode
       (lsp-inline-completion-mode 1))))
 
+;;;; Shown, accepted, partly accepted (docs/editors.md, "What every editor tells the server")
+
+(defconst sidecar--accept-command "sidecar.acceptCompletion"
+  "The command of every sidecar item: arguments item id and accepted UTF-16 units.")
+
+(defvar sidecar--shown-ids (make-hash-table :test 'eq :weakness 'key)
+  "Per sidecar workspace, the item ids it was told were shown, newest first.")
+
+(defun sidecar--current-item ()
+  "The inline completion item lsp-mode shows (or last showed), or nil."
+  (and (bound-and-true-p lsp-inline-completion--items)
+       (integerp lsp-inline-completion--current)
+       (elt lsp-inline-completion--items lsp-inline-completion--current)))
+
+(defun sidecar--item-id (item)
+  "The sidecar's id of ITEM, or nil when ITEM is not one of the sidecar's."
+  (when-let* ((command (and item (lsp:inline-completion-item-command? item)))
+              ((equal (lsp:command-command command) sidecar--accept-command))
+              (args (lsp:command-arguments? command))
+              ((> (length args) 0))
+              (id (elt args 0))
+              ((stringp id)))
+    id))
+
+(defun sidecar--units (text)
+  "Length of TEXT in UTF-16 code units (as LSP counts)."
+  (cl-loop for char across text sum (if (> char #xFFFF) 2 1)))
+
+(defun sidecar--on-shown ()
+  "Tell the sidecar that its item now shows (`sidecar/didShowCompletion'), once per item.
+In `lsp-inline-completion-shown-hook', which also runs when the same item is drawn
+again (cycling with C-n / C-p)."
+  (when-let* ((id (sidecar--item-id (sidecar--current-item)))
+              (workspace (sidecar--workspace)))
+    (let ((sent (gethash workspace sidecar--shown-ids)))
+      (unless (member id sent)
+        (puthash workspace (seq-take (cons id sent) 32) sidecar--shown-ids)
+        (with-lsp-workspace workspace
+          (lsp-notify "sidecar/didShowCompletion" (list :id id)))))))
+
+(defun sidecar--report-accept (id &optional units)
+  "Run `sidecar.acceptCompletion' for item ID (UNITS of it accepted, or all) in the sidecar."
+  (when-let ((workspace (or (sidecar--workspace) (lsp-find-workspace 'sidecar nil))))
+    (with-lsp-workspace workspace
+      (lsp-request-async "workspace/executeCommand"
+                         (list :command sidecar--accept-command
+                               :arguments (if units (vector id units) (vector id)))
+                         #'ignore
+                         :mode 'detached
+                         :error-handler (lambda (err)
+                                          (lsp--warn "sidecar.acceptCompletion failed: %s"
+                                                     (if (hash-table-p err) (lsp--json-serialize err) err)))))))
+
+(defun sidecar--accept-action (command)
+  "Run the sidecar item's COMMAND (a full accept) in the sidecar's workspace only.
+lsp-mode would send it to every server of the buffer."
+  (let ((args (lsp:command-arguments? command)))
+    (when (and args (> (length args) 0) (stringp (elt args 0)))
+      (sidecar--report-accept (elt args 0) (and (> (length args) 1) (elt args 1))))))
+
+(defun sidecar--word-part (text)
+  "The next word of TEXT: leading white space, then the next run of word characters or,
+where TEXT goes on with punctuation, of other non-space characters."
+  (when (string-match "\\`[ \t\n\r\f\v]*\\(?:[[:alnum:]_]+\\|[^[:alnum:]_ \t\n\r\f\v]+\\)?" text)
+    (match-string 0 text)))
+
+(defun sidecar--line-part (text)
+  "The next line of TEXT: the rest of its first line; where TEXT starts with a line
+break, the break and the whole next line (its indentation included)."
+  (when (string-match "\\`\\(?:\r\n\\|[\n\r]\\)?[^\r\n]*" text)
+    (match-string 0 text)))
+
+(defun sidecar--rest-item (item rest)
+  "A copy of sidecar ITEM that shows REST at point and, accepted, reports REST's units."
+  (let ((pos (lsp--point-to-position (point)))
+        (id (sidecar--item-id item)))
+    (lsp-make-inline-completion-item
+     :insert-text rest
+     :range (lsp-make-range :start pos :end pos)
+     :command (and id (lsp-make-command :title "Accept suggestion"
+                                        :command sidecar--accept-command
+                                        :arguments (vector id (sidecar--units rest)))))))
+
+(defun sidecar--accept-part (cut)
+  "Accept the part of the shown suggestion that CUT (a function) takes from its text.
+Report it to the server, then show the rest: asked again at the new point (the sidecar
+answers the rest of the same suggestion as a new item) or, when no answer comes back,
+the rest of this item."
+  (unless (and (featurep 'lsp-inline-completion) (overlayp lsp-inline-completion--overlay))
+    (user-error "No suggestion shown"))
+  (let* ((item (sidecar--current-item))
+         (text (lsp:inline-completion-item-insert-text item))
+         (part (and (stringp text) (funcall cut text))))
+    (if (or (null part) (string-empty-p part) (>= (length part) (length text)))
+        (lsp-inline-completion-accept)  ; all of it, or a snippet: a full accept
+      (lsp-inline-completion--clear-overlay)
+      (let* ((range (lsp:inline-completion-item-range? item))
+             (start (if range (lsp--position-to-point (lsp:range-start range))
+                      lsp-inline-completion--start-point))
+             (end (if range (lsp--position-to-point (lsp:range-end range)) start))
+             (id (sidecar--item-id item))
+             (rest (substring text (length part))))
+        (goto-char start)
+        (delete-region start end)
+        (insert part)
+        (when id
+          (sidecar--report-accept id (sidecar--units part)))
+        (run-hook-with-args 'lsp-inline-completion-accepted-functions part start (point))
+        (let ((here (point)))
+          (lsp-inline-completion-display 'implicit)
+          (unless (overlayp lsp-inline-completion--overlay)
+            (goto-char here)
+            (setq lsp-inline-completion--items (list (sidecar--rest-item item rest))
+                  lsp-inline-completion--current 0
+                  lsp-inline-completion--start-point here)
+            (lsp-inline-completion-show-overlay)))))))
+
+(defun sidecar-accept-word ()
+  "Accept the next word of the shown suggestion; the rest stays shown."
+  (interactive)
+  (sidecar--accept-part #'sidecar--word-part))
+
+(defun sidecar-accept-line ()
+  "Accept the next line of the shown suggestion; the rest stays shown."
+  (interactive)
+  (sidecar--accept-part #'sidecar--line-part))
+
+;; Keep the suggestion while these run (lsp-mode cancels it before other commands).
+(put 'sidecar-accept-word 'lsp-inline-completion-keep t)
+(put 'sidecar-accept-line 'lsp-inline-completion-keep t)
+
 (lsp-register-client
  (make-lsp-client
   :new-connection (lsp-stdio-connection (lambda () sidecar-server-command))
@@ -184,13 +366,15 @@ while the suggestion shows, so that position counts too."
   :add-on? t
   :priority -1
   :initialization-options #'sidecar--init-options
-  :notification-handlers (sidecar--notification-handlers)))
+  :notification-handlers (sidecar--notification-handlers)
+  :action-handlers (let ((table (make-hash-table :test 'equal)))
+                     (puthash sidecar--accept-command #'sidecar--accept-action table)
+                     table)))
 
 (add-hook 'lsp-configure-hook #'sidecar--configure-buffer)
 
 (if (featurep 'lsp-inline-completion)
-    (dolist (key sidecar-accept-keys)
-      (define-key lsp-inline-completion-active-map (kbd key) #'lsp-inline-completion-accept))
+    (add-hook 'lsp-inline-completion-shown-hook #'sidecar--on-shown)
   (display-warning 'sidecar "lsp-inline-completion is missing: update lsp-mode to 9.0.1 or later \
 to see suggestions"))
 

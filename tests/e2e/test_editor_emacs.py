@@ -1,7 +1,10 @@
 """A real Emacs (28, `emacs -nw` in a private tmux server) with lsp-mode 10 and
 editors/emacs/sidecar.el drives the sidecar: keys typed through the terminal, lsp-mode's
 `lsp-inline-completion-mode` shows the first line of the suggestion, the rest after the
-server's `sidecar/inlineCompletionUpdate` notifications, and TAB accepts it.
+server's `sidecar/inlineCompletionUpdate` notifications, and TAB accepts it; or
+C-<right> takes its first word, M-<down> its next line and TAB the rest, each reported to
+the server (`sidecar.acceptCompletion` with the units taken), which counts the suggestion
+displayed once (`sidecar/didShowCompletion`), two partial accepts and one full one.
 
 Why not `emacs --batch`: idle timers never fire there (there is no command loop), and
 lsp-mode sends didChange and asks for inline completions from idle timers, as sidecar.el
@@ -73,25 +76,41 @@ HARNESS = r""";;; -*- lexical-binding: t; -*-
 (add-hook 'lsp-inline-completion-shown-hook
           (lambda ()
             (push `((text . ,(h-overlay-text))
+                    (id . ,(sidecar--item-id (sidecar--current-item)))
                     (overlay_start . ,(overlay-start lsp-inline-completion--overlay))
                     (point . ,(point))
                     (start_point . ,lsp-inline-completion--start-point))
                   h-shown)))
 
-(defvar h-accepted nil "acceptance.accepted of sidecar.stats after an accept.")
+;; What the editor told the server: didShowCompletion and acceptCompletion messages as
+;; they went out, JSON, newest first.
+(defvar h-sent nil)
+(advice-add 'lsp--send-no-wait :before
+            (lambda (message _proc)
+              (let ((method (plist-get message :method))
+                    (params (plist-get message :params)))
+                (when (or (equal method "sidecar/didShowCompletion")
+                          (and (equal method "workspace/executeCommand")
+                               (not (equal (plist-get params :command) "sidecar.stats"))))
+                  (push (lsp--json-serialize (list :method method :params params)) h-sent)))))
+
+;; sidecar.stats' acceptance section, asked for every 0.3 s.
+(defvar h-acceptance nil)
+(defun h-poll-stats ()
+  (when (buffer-live-p h-buffer)
+    (with-current-buffer h-buffer
+      (let ((ws (ignore-errors (sidecar--workspace))))
+        (when (and ws (eq (lsp--workspace-status ws) 'initialized))
+          (with-lsp-workspace ws
+            (lsp-request-async "workspace/executeCommand" (list :command "sidecar.stats")
+                               (lambda (r) (setq h-acceptance (gethash "acceptance" r)))
+                               :mode 'detached :error-handler #'ignore)))))))
+
+;; After a full accept (TAB) ask for nothing more: the counts stay those of the test.
+(defvar h-done nil)
 (add-hook 'lsp-inline-completion-accepted-functions
-          (lambda (&rest _)
-            (let ((tries 0) timer)
-              (setq timer
-                    (run-with-timer
-                     0.1 0.2
-                     (lambda ()
-                       (setq tries (1+ tries))
-                       (let* ((stats (with-current-buffer h-buffer (sidecar--execute "sidecar.stats")))
-                              (acc (gethash "acceptance" stats)))
-                         (setq h-accepted (and acc (gethash "accepted" acc)))
-                         (when (or (and h-accepted (>= h-accepted 1)) (> tries 20))
-                           (cancel-timer timer)))))))))
+          (lambda (&rest _) (when (eq this-command 'lsp-inline-completion-accept) (setq h-done t))))
+(add-to-list 'lsp-inline-completion-inhibit-predicates (lambda () h-done))
 
 (defun h-dump ()
   (when (buffer-live-p h-buffer)
@@ -103,7 +122,9 @@ HARNESS = r""";;; -*- lexical-binding: t; -*-
                       (emacs . ,emacs-version)
                       (shown . ,(vconcat (reverse h-shown)))
                       (overlay . ,(h-overlay-text))
-                      (accepted . ,h-accepted)
+                      (accepted . ,(and h-acceptance (gethash "accepted" h-acceptance)))
+                      (acceptance . ,h-acceptance)
+                      (sent . ,(vconcat (mapcar #'json-read-from-string (reverse h-sent))))
                       (point . ,(point))
                       (selected . ,(eq (window-buffer (selected-window)) h-buffer))
                       (text . ,(buffer-substring-no-properties (point-min) (point-max))))))
@@ -119,7 +140,8 @@ HARNESS = r""";;; -*- lexical-binding: t; -*-
             (forward-line 1)
             (lsp-workspace-folders-add (h-get 'work))
             (lsp)
-            (run-with-timer 0.05 0.05 #'h-dump)))
+            (run-with-timer 0.05 0.05 #'h-dump)
+            (run-with-timer 0.3 0.3 #'h-poll-stats)))
 """
 
 
@@ -273,5 +295,72 @@ def test_emacs_lsp_mode_shows_streams_and_accepts(emacs, tmp_path, simulator):
         s = e.wait("sidecar.stats to count the acceptance", lambda s: (s.get("accepted") or 0) >= 1)
         print(f"{s['lsp_mode']}: ready {t_ready - t0:.1f}s, "
               f"full suggestion {t_full - t_ready:.1f}s after typing, {len(s['shown'])} overlays shown")
+    finally:
+        e.close()
+
+
+def _whole_suggestion(e: _Emacs) -> dict:
+    """Type four spaces on the empty line 2 and wait for the whole streamed suggestion."""
+    e.wait("lsp-mode to start the sidecar", lambda s: s.get("ready"), timeout=30)
+    e.keys("    ", literal=True)
+    s = e.wait("the whole suggestion", lambda s: s.get("overlay") == " " + OUTPUT)
+    e.wait_screen(["    " + OUTPUT.split("\n")[0], *OUTPUT.split("\n")[1:]])
+    return s
+
+
+def _last_shown_id(s: dict) -> str:
+    ids = [x["id"] for x in s["shown"]]
+    assert all(ids), s["shown"]  # every item shown is the sidecar's (it names its accept command)
+    return ids[-1]
+
+
+def test_emacs_accepts_a_word_a_line_then_the_rest(emacs, tmp_path, simulator):
+    """C-<right> takes `total`, M-<down> ` = 0`, TAB the rest; after each part the rest
+    shows again (asked again at the new point: the server answers it as a new item)."""
+    before = SOURCE.replace("def total(xs):\n\n", "def total(xs):\n    \n", 1)  # four spaces typed
+    word, line = "total", " = 0"
+    rest = OUTPUT[len(word + line):]
+    assert rest.startswith("\n    for")
+    e = _Emacs(tmp_path, simulator)
+    try:
+        s = _whole_suggestion(e)
+        id_word = _last_shown_id(s)
+
+        e.keys("C-Right")
+        # At the end of a line lsp-mode shows the rest from the character before its start.
+        want = before.replace("    \n", "    " + word + "\n", 1)
+        s = e.wait("C-<right> to take a word",
+                   lambda s: s.get("text") == want and s.get("overlay") == word[-1] + OUTPUT[len(word):])
+        id_line = _last_shown_id(s)
+        assert id_line != id_word, "the rest was not asked for again"
+
+        e.keys("M-Down")  # the other default of sidecar-accept-line-keys
+        want = before.replace("    \n", "    " + word + line + "\n", 1)
+        s = e.wait("M-<down> to take the line", lambda s: s.get("text") == want and s.get("overlay") == "0" + rest)
+        id_rest = _last_shown_id(s)
+        assert id_rest != id_line, "the rest was not asked for again"
+        e.wait_screen(["    " + OUTPUT.split("\n")[0], *OUTPUT.split("\n")[1:]])
+
+        e.keys("Tab")
+        want = SOURCE.replace("def total(xs):\n\n", "def total(xs):\n    " + OUTPUT + "\n", 1)
+        s = e.wait("TAB to take the rest", lambda s: s.get("text") == want and s.get("overlay") is None)
+
+        # What went to the server: each item shown reported once, in order, and the three
+        # accepts with the item shown at the time and the UTF-16 units taken from it.
+        shown_ids = list(dict.fromkeys(x["id"] for x in s["shown"]))
+        sent = s["sent"]
+        assert [m["params"]["id"] for m in sent if m["method"] == "sidecar/didShowCompletion"] == shown_ids
+        accepts = [m["params"]["arguments"] for m in sent if m["method"] == "workspace/executeCommand"]
+        assert accepts == [[id_word, len(word)], [id_line, len(line)], [id_rest, len(rest)]], sent
+
+        want_counts = {"displayed": 1, "partial": 2, "full": 1, "partial_chars": len(word + line),
+                       "full_chars": len(rest), "accepted_chars": len(OUTPUT), "accepted": 1}
+        def counted(s):
+            acc = s.get("acceptance") or {}
+            return acc.get("full", 0) >= 1 and acc.get("partial", 0) >= 2
+        s = e.wait("sidecar.stats to count the accepts", counted)
+        time.sleep(0.7)  # nothing more may arrive: the next polls must say the same
+        acc = e.state()["acceptance"]
+        assert {k: acc.get(k) for k in want_counts} == want_counts, acc
     finally:
         e.close()
