@@ -137,8 +137,9 @@ SNIPPETS: list[dict] = [
 
 
 def load_model():
-    from sidecar.backends.engine_launcher import disable_extra_buffer_types
-    from sidecar.backends.engine_setup import SHIPPED_MODEL_NAME, shipped_model_path
+    from sidecar.backends.engine_setup import shipped_model_path
+    from sidecar.models.llama_safety import disable_extra_buffer_types
+    from sidecar.models.shipped import SHIPPED_MODEL_NAME
 
     disable_extra_buffer_types()
     import llama_cpp

@@ -64,38 +64,10 @@ def _demo(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
-def resolve_settings() -> tuple[config.Settings, list[str]]:
-    """The settings of the config file and the environment as ``serve`` resolves them,
-    and one line per thing it ignored. A bad value drops only itself
-    (``config.normalize``); settings that contradict each other drop only themselves, the
-    config file's before the environment's (``config.settle``, as ``lsp/server.py``); a
-    config file that cannot be read at all (not TOML, binary, a folder) is ignored whole,
-    and the environment and the defaults serve. Never raises ConfigError."""
-    errors: list[str] = []
-    notes: list[str] = []
-    path = config.config_file_path()
-    try:
-        file_layer = config.from_file(errors=errors)
-    except config.ConfigError as exc:  # not TOML at all, binary, a folder: serve ignores it too
-        notes.append(f"{exc}; the whole file is ignored, as the server does: the environment and the defaults are used")
-        file_layer = {}
-    env_layer = config.from_env(errors=errors)
-    layers = config.settle([file_layer, env_layer], errors, names=(f"config file {path}", "the environment"))
-    try:
-        settings = config.build(*layers)
-    except config.ConfigError as exc:  # not after settle(): a last resort, as serve's
-        notes.append(f"{exc} (using the defaults)")
-        settings = config.build()
-    for msg in errors:
-        said = msg.endswith("(ignored)") or "; ignored " in msg
-        notes.append(config.refused_base_url(msg, settings) or (msg if said else f"{msg} (ignored)"))
-    return settings, notes
-
-
 def _settings() -> config.Settings | None:
     """Settings from the config file and environment, as ``serve`` resolves them; what
     was ignored is one line each on stderr."""
-    settings, notes = resolve_settings()
+    settings, notes = config.resolve_settings()
     for note in notes:
         print(f"sidecar: {note}", file=sys.stderr)
     return settings

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="a catalog name or GGUF path (default: what auto picks)")
     ap.add_argument("--out", default="cut_fit.json")
     a = ap.parse_args(argv)
-    from sidecar.backends.engine_process import default_threads
+    from sidecar.models.hardware import default_threads
     from sidecar.models.select import choose
 
     choice = choose(a.model, None) if a.model and not a.model.endswith(".gguf") else choose(None, a.model)

@@ -45,31 +45,9 @@ import signal
 import sys
 from typing import Any
 
+from sidecar.models.llama_safety import disable_extra_buffer_types
+
 FAULT_ENV = "SIDECAR_ENGINE_FAULT"
-
-
-def disable_extra_buffer_types() -> None:
-    """Make every ``llama_model_params`` that llama-cpp-python creates start with
-    ``use_extra_bufts = False``. Raises RuntimeError when the installed llama-cpp-python
-    has no such field (then the launcher refuses to start rather than risk the crash)."""
-    import llama_cpp.llama_cpp as lib
-
-    fields = {name for name, _ in lib.llama_model_params._fields_}
-    if "use_extra_bufts" not in fields:
-        raise RuntimeError(
-            "this llama-cpp-python has no llama_model_params.use_extra_bufts; install llama-cpp-python==0.3.36"
-        )
-    original = lib.llama_model_default_params
-    if getattr(original, "_sidecar_safe", False):
-        return
-
-    def safe_default_params():
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    safe_default_params._sidecar_safe = True  # type: ignore[attr-defined]
-    lib.llama_model_default_params = safe_default_params
 
 
 def install_fault(kind: str) -> None:

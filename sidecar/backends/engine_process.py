@@ -24,8 +24,10 @@ from pathlib import Path
 
 import platformdirs
 
+from ..models.hardware import default_threads
+from ..models.shipped import INSTALL_HINT
 from .child_env import child_environment
-from .engine_setup import INSTALL_HINT, check_model_file, engine_installed, shipped_model_path
+from .engine_setup import check_model_file, engine_installed, shipped_model_path
 from .errors import ENGINE, ENGINE_MISSING, BackendError
 
 log = logging.getLogger(__name__)
@@ -46,21 +48,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-def default_threads() -> int:
-    """Decode threads when ``local_threads`` is unset: every usable CPU on a machine with
-    at most four (llama-cpp-python's server would take half, one thread on two cores),
-    else half of them (about the physical cores where SMT doubles the count), as
-    llama.cpp's own default counts physical cores. Prompt evaluation uses every CPU
-    either way (the server's ``n_threads_batch``). Measured with the 0.5B code model on
-    2 cores: the first suggestion after opening a 1,382-line file 2.61-2.69 s with two
-    decode threads against 2.83-2.87 s with one."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return n if n <= 4 else n // 2
 
 
 class EngineProcess:

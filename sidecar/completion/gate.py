@@ -47,6 +47,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..config.fitted import DEFAULT_SEEN_MS, DEFAULT_THRESHOLD
+
 log = logging.getLogger(__name__)
 
 KINDS = ("mid_word", "mid_line", "end_of_line", "blank_line")
@@ -123,13 +125,6 @@ DEFAULT_WEIGHTS: tuple[float, ...] = (
     0.06,
     0.44,  # first token's log-probability, per kind
 )
-#: The default ``gate_threshold`` (``config/settings.py`` takes it from here).
-DEFAULT_THRESHOLD = 0.53
-#: The default ``gate_seen_ms``: the least time on screen (ms) for a passed-over suggestion
-#: to teach a reject. The typing benchmark's typist (``devtools/bench/typist.py``) waits a
-#: median 140 ms between keys and under 300 ms for 95 % of them; a person needs a few
-#: hundred ms to read a line of ghost text at all.
-DEFAULT_SEEN_MS = 400
 #: The largest weight a stored model may hold, either way: the defaults are under 2 and
 #: the L2 pull keeps learned ones near them; a stored one beyond it is a broken file.
 MAX_WEIGHT = 100.0

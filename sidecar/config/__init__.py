@@ -30,6 +30,7 @@ from .load import (
     refused_base_url,
     settle,
 )
+from .resolve import resolve_settings
 from .settings import APP_NAME, Settings
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "from_file",
     "normalize",
     "refused_base_url",
+    "resolve_settings",
     "setting",
     "settings_table_markdown",
     "settle",

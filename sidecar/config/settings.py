@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from .. import providers as P
-
-# The gate's fitted defaults live with its weights (one source: docs/benchmarks.md, "Confidence gate").
-from ..completion import gate as _gate
 from ..observability import redact as _redact
+
+# The gate's fitted defaults (one source: docs/benchmarks.md, "Confidence gate").
+from . import fitted as _fitted
 from .declare import is_secret_header, setting, spec_of
 
 APP_NAME = "sidecar"
@@ -229,12 +229,12 @@ class Settings:
         "log-probabilities, as the gate; 0 turns it off; `completion/postprocess/confidence.py`)",
     )
     gate_threshold: float = setting(
-        _gate.DEFAULT_THRESHOLD,
+        _fitted.DEFAULT_THRESHOLD,
         range=(0.0, 1.0),
         doc="the gate's bar: estimated chance of an accept below which nothing is shown",
     )
     gate_seen_ms: int = setting(
-        _gate.DEFAULT_SEEN_MS,
+        _fitted.DEFAULT_SEEN_MS,
         range=(0, 60000),
         doc="a suggestion passed over teaches the gate a reject only if it was on screen at least this long (ms): "
         "one typed over sooner was not read (`completion/acceptance.py`)",

@@ -12,8 +12,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from ..completion.stats import completion_stats
 from ..config import ConfigError, build
-from ..observability.stats import completion_stats
 from ..observability.strictjson import finite
 
 log = logging.getLogger(__name__)

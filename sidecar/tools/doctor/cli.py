@@ -1,7 +1,7 @@
 """``sidecar doctor``'s command line (``sidecar/cli.py`` hands every word after ``doctor``
 to :func:`main`; ``python -m sidecar.tools.doctor`` runs it too): parse the options, load
 the configuration, run the checks, print the report with every API key redacted. The configuration is
-resolved as ``serve`` resolves it (``sidecar/cli.py`` ``resolve_settings``). Exit
+resolved as ``serve`` resolves it (``config/resolve.py`` ``resolve_settings``). Exit
 code 0 when no check FAILs, 1 otherwise (WARN does not change it). See
 docs/architecture.md (``tools/``).
 """
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--engine-timeout must be above 0")
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
 
-    from ...cli import resolve_settings
+    from ...config import resolve_settings
 
     # As serve resolves them: what it ignores (a bad or contradicting setting, an
     # unreadable file) is one WARN, and every check runs on the rest.

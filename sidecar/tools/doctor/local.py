@@ -46,8 +46,9 @@ class LocalEngineChecks:
                 data,
             )
             return
-        from ...backends.engine_setup import INSTALL_HINT, check_model_file
+        from ...backends.engine_setup import check_model_file
         from ...backends.errors import BackendError
+        from ...models.shipped import INSTALL_HINT
 
         install = INSTALL_HINT[0].upper() + INSTALL_HINT[1:] + "."
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..completion import retention
+from . import retention
 
 
 async def completion_stats(service: Any) -> dict[str, Any]:
