@@ -6,7 +6,14 @@ this checkout against the simulated backend.
 Checks: ghost text appears after typing; a 4-line streamed suggestion grows to all 4 lines;
 typing through its start keeps the rest; Tab inserts it; the accept command reaches the
 server (``sidecar stats``: accepted >= 1); the status bar shows the mode and model.
-Screenshots of each step go to bench-results/vscode-screens/."""
+Screenshots of each step go to bench-results/vscode-screens/.
+
+And partial accepts: the same suggestion taken with VS Code's own Accept Word (Ctrl+Right),
+Accept Line (bound to a key by the user: it has no default) and Tab for the rest; the
+buffer after each is exact, and the server counts one suggestion displayed, two partial
+accepts and one full, with their characters (the extension reports shown items and partial
+accepts through VS Code's inline completion events; docs/editors.md). Screenshots in
+bench-results/vscode-screens-partial/."""
 
 from __future__ import annotations
 
@@ -87,9 +94,11 @@ def simulator(tmp_path):
         yield url
 
 
-def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, work: Path) -> tuple[subprocess.Popen, str, dict]:
-    """Install the .vsix into a private extensions dir, write the user settings and start
-    code-server (no auth) on a free port; the sidecar server inherits its environment."""
+def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, work: Path,
+                      keybindings: list[dict] | None = None) -> tuple[subprocess.Popen, str, dict]:
+    """Install the .vsix into a private extensions dir, write the user settings (and
+    keybindings) and start code-server (no auth) on a free port; the sidecar server
+    inherits its environment."""
     data, exts = tmp_path / "user-data", tmp_path / "extensions"
     env = sidecar_env(
         tmp_path,
@@ -130,6 +139,8 @@ def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, wo
     }
     (data / "User").mkdir(parents=True, exist_ok=True)
     (data / "User" / "settings.json").write_text(json.dumps(settings, indent=2))
+    if keybindings:
+        (data / "User" / "keybindings.json").write_text(json.dumps(keybindings, indent=2))
     port = free_port()
     log = open(tmp_path / "code-server.log", "w")
     server = subprocess.Popen(
@@ -236,6 +247,76 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
         blanks = [b["t"] - a["t"] for a, b in zip(growth, growth[1:]) if a["n"] == 0 and a is not growth[0]]
         print(f"driver took {took:.1f} s; growth {growth}; blanks while growing {blanks} ms; "
               f"status bar {result['statusBar']!r}")
+    finally:
+        kill_group(server)
+
+
+# VS Code's Accept Word takes "total"; its Accept Line takes the rest of the line with the
+# line break (VS Code 1.100: up to and including the next "\n"); Tab takes what is left.
+WORD, LINE = "total", " = 0\n"
+REST = OUTPUT[len(WORD + LINE):]
+ACCEPT_LINE_KEY = "alt+end"
+
+
+def with_taken(taken: str) -> str:
+    """The file with ``taken`` (the start of the suggestion) inserted on its line 2."""
+    return SOURCE.replace("\n\n\n", "\n    " + taken + "\n\n", 1)
+
+
+def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    src = work / "total.py"
+    src.write_text(SOURCE)
+    screens = SCREENS.parent / "vscode-screens-partial"
+    if screens.exists():
+        shutil.rmtree(screens)
+    # Accept Line has no default key in VS Code: a user binds it, as here.
+    keys = [{"key": ACCEPT_LINE_KEY, "command": "editor.action.inlineSuggest.acceptNextLine",
+             "when": "inlineSuggestionVisible && editorTextFocus && !editorReadonly"}]
+    server, url, env = start_code_server(code_server, vsix, tmp_path, simulator, work, keybindings=keys)
+    steps = [
+        {"name": "word", "key": "Control+ArrowRight", "ghost": OUTPUT[len(WORD):], "buffer": with_taken(WORD)},
+        {"name": "line", "key": "Alt+End", "ghost": REST, "buffer": with_taken(WORD + LINE)},
+        # The ghost text now starts with the next line's indentation and the cursor is at
+        # column 1: VS Code's Tab indents first (its indentation is not less than the tab
+        # size), as a user sees; the next Tab takes the rest.
+        {"name": "indent", "key": "Tab", "ghost": REST[4:], "buffer": with_taken(WORD + LINE + "    ")},
+        {"name": "rest", "key": "Tab", "ghost": "", "buffer": with_taken(OUTPUT)},
+    ]
+    try:
+        result = run_driver({
+            "url": url, "playwright": str(editors_cache() / "driver"), "chromium": "/usr/bin/chromium",
+            "file": "total.py", "path": str(src), "screens": str(screens), "expect": OUTPUT,
+            "scenario": "partial", "steps": steps,
+            # Once it shows, the backend suggests nothing more (the simulator would otherwise
+            # suggest its text again after the accept, a second suggestion displayed).
+            "afterGhost": {"url": simulator.removesuffix("/v1") + "/_sim/script", "body": {"outputs": [""] * 50}},
+        }, tmp_path)
+        (tmp_path / "result.json").write_text(json.dumps(result, indent=2))
+        assert "error" not in result, f"{json.dumps(result, indent=2)}\n{logs(tmp_path)}"
+        # After each key: the ghost text left and the buffer, exactly.
+        assert [(p["name"], p["ghost"], p["buffer"]) for p in result["partial"]] == \
+            [(s["name"], s["ghost"], s["buffer"]) for s in steps], result["partial"]
+        assert result["fileText"] == with_taken(OUTPUT), result["fileText"]
+        # The server's counts after the three keys (the "sidecar: Show Stats" output the
+        # driver ran at the end; else the server's stats file).
+        deadline = time.monotonic() + 10
+        stats: list[dict] = []
+        while time.monotonic() < deadline:
+            stats = shown_stats(tmp_path) + read_stats(Path(env["XDG_STATE_HOME"]))
+            if any(s.get("acceptance", {}).get("full", 0) >= 1 for s in stats):
+                break
+            time.sleep(0.5)
+        done = [s["acceptance"] for s in stats if s.get("acceptance", {}).get("full", 0) >= 1]
+        assert done, f"no stats with a full accept: {stats}\n{logs(tmp_path)}"
+        acc = done[0]
+        # The last Tab took the rest after the indentation the first Tab typed.
+        got = {k: acc.get(k) for k in ("displayed", "accepted", "partial", "full", "partial_chars", "full_chars", "accepted_chars")}
+        assert got == {"displayed": 1, "accepted": 1, "partial": 2, "full": 1, "partial_chars": len(WORD + LINE),
+                       "full_chars": len(REST) - 4, "accepted_chars": len(OUTPUT) - 4}, \
+            f"{acc}\n{logs(tmp_path)}"
+        print(f"partial accept steps {[(p['name'], p['t']) for p in result['partial']]}; acceptance {got}")
     finally:
         kill_group(server)
 

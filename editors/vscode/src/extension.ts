@@ -1,7 +1,9 @@
 // The sidecar extension for VS Code and Cursor: starts `sidecar serve` over stdio with
 // vscode-languageclient (which maps LSP inline completion to the editor's inline
 // suggestions), forwards `sidecar.*` settings, keeps the API key in SecretStorage, shows
-// the server's status and re-triggers the inline suggestion as tokens stream in.
+// the server's status and re-triggers the inline suggestion as tokens stream in. It
+// registers the inline completion provider itself (asking the server through the client)
+// so that VS Code's events on it, an item shown and a part of it accepted, reach the server.
 
 import * as fs from 'fs';
 import * as path from 'path';
@@ -9,6 +11,8 @@ import * as vscode from 'vscode';
 import {
     DidChangeConfigurationNotification,
     ExecuteCommandRequest,
+    InlineCompletionRegistrationOptions,
+    InlineCompletionRequest,
     LanguageClient,
     LanguageClientOptions,
     ServerOptions,
@@ -16,9 +20,12 @@ import {
     TransportKind,
 } from 'vscode-languageclient/node';
 import {
+    ACCEPT_COMMAND,
+    AcceptReports,
     CursorPlace,
     MODES,
     Retrigger,
+    SHOWN_NOTIFICATION,
     SidecarStatus,
     UpdateParams,
     explicitSettings,
@@ -177,20 +184,12 @@ async function createClient(): Promise<LanguageClient | undefined> {
                     await thisClient?.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: next } });
                 },
             },
-            provideInlineCompletionItems: async (document, position, context, token, next) => {
-                const result = await next(document, position, context, token);
-                const items = Array.isArray(result) ? result : result?.items;
-                if (items && items.length > 0) {
-                    retrigger.noteAnswer(document.uri.toString(), document.version,
-                        { line: position.line, character: position.character }, insertTextOf(items[0]));
-                }
-                return result;
-            },
         },
     };
 
     const c = new LanguageClient('sidecar', 'sidecar', serverOptions, clientOptions);
     thisClient = c;
+    ownInlineProvider(c);
     // Tell the server that this client renders sidecar/inlineCompletionUpdate (by
     // re-triggering): it then answers early and streams the rest. A client that does
     // not say so gets complete lines only (docs/operations.md "Protocol").
@@ -213,6 +212,85 @@ async function createClient(): Promise<LanguageClient | undefined> {
         else if (e.newState === State.Running) setStatus(undefined);
     });
     return c;
+}
+
+/**
+ * VS Code's inline completion provider API in the VS Code and Cursor this targets (1.100):
+ * `handleDidShowCompletionItem(item, updatedInsertText)` and
+ * `handleDidPartiallyAcceptCompletionItem(item, acceptedLength | PartialAcceptInfo)`. They
+ * are the API proposal `inlineCompletionsAdditions` (package.json `enabledApiProposals`):
+ * VS Code calls them only where the extension may use the proposal (code-server allows
+ * every proposal; desktop VS Code with `--enable-proposed-api sidecar.sidecar`), and
+ * elsewhere refuses to register a provider that has them.
+ */
+interface ProviderWithEvents extends vscode.InlineCompletionItemProvider {
+    handleDidShowCompletionItem?(item: vscode.InlineCompletionItem, updatedInsertText: string): void;
+    handleDidPartiallyAcceptCompletionItem?(item: vscode.InlineCompletionItem, info: unknown): void;
+}
+
+type RegisterInlineProvider = (options: InlineCompletionRegistrationOptions) => [vscode.Disposable, vscode.InlineCompletionItemProvider];
+
+let warnedNoEvents = false;
+
+/**
+ * Registers the inline completion provider for client `c` in place of the one
+ * vscode-languageclient would register (its middleware has no hook for the provider's
+ * events), when the server registers inline completion. It asks the server as the
+ * client's own provider does, and reports what VS Code shows and partly accepts.
+ */
+function ownInlineProvider(c: LanguageClient): void {
+    const feature = c.getFeature(InlineCompletionRequest.method) as unknown as { registerLanguageProvider: RegisterInlineProvider } | undefined;
+    if (!feature) {
+        output.warn('vscode-languageclient has no inline completion feature; shown and partly accepted suggestions are not reported');
+        return;
+    }
+    const reports = new AcceptReports({
+        shown: (id) => {
+            output.debug(`shown: ${id}`);
+            if (c.isRunning()) c.sendNotification(SHOWN_NOTIFICATION, { id }).catch((err) => output.warn(`${SHOWN_NOTIFICATION}: ${String(err)}`));
+        },
+        partial: (id, units) => {
+            output.debug(`partly accepted: ${id}, ${units} UTF-16 units`);
+            if (!c.isRunning()) return;
+            c.sendRequest(ExecuteCommandRequest.type, { command: ACCEPT_COMMAND, arguments: [id, units] })
+                .then(undefined, (err) => output.warn(`${ACCEPT_COMMAND} (partial): ${String(err)}`));
+        },
+    });
+    feature.registerLanguageProvider = (options) => {
+        const selector = c.protocol2CodeConverter.asDocumentSelector(options.documentSelector ?? []);
+        const provideInlineCompletionItems = async (document: vscode.TextDocument, position: vscode.Position,
+            context: vscode.InlineCompletionContext, token: vscode.CancellationToken) => {
+            const result = await c.sendRequest(InlineCompletionRequest.type,
+                c.code2ProtocolConverter.asInlineCompletionParams(document, position, context), token).then(
+                (r) => (token.isCancellationRequested ? null : c.protocol2CodeConverter.asInlineCompletionResult(r, token)),
+                (err) => c.handleFailedRequest(InlineCompletionRequest.type, token, err, null));
+            const items = Array.isArray(result) ? result : result?.items;
+            if (items && items.length > 0) {
+                retrigger.noteAnswer(document.uri.toString(), document.version,
+                    { line: position.line, character: position.character }, insertTextOf(items[0]));
+            }
+            return result;
+        };
+        const withEvents: ProviderWithEvents = {
+            provideInlineCompletionItems,
+            handleDidShowCompletionItem: (item) => void reports.shown(item),
+            handleDidPartiallyAcceptCompletionItem: (item, info) => void reports.partial(item, info),
+        };
+        try {
+            return [vscode.languages.registerInlineCompletionItemProvider(selector, withEvents), withEvents];
+        } catch (err) {
+            // The API proposal is not allowed here: complete without the events (full
+            // accepts are still reported, by the item's command).
+            if (!warnedNoEvents) {
+                warnedNoEvents = true;
+                output.warn(`this editor does not let the extension see inline suggestions shown and partly accepted (${String(err).split('\n')[0]}); `
+                    + 'full accepts are reported, partial accepts (Accept Word, Accept Line) and shown suggestions are not. '
+                    + 'Start VS Code with --enable-proposed-api sidecar.sidecar (or add "enable-proposed-api": ["sidecar.sidecar"] to argv.json) to report them.');
+            }
+            const plain: vscode.InlineCompletionItemProvider = { provideInlineCompletionItems };
+            return [vscode.languages.registerInlineCompletionItemProvider(selector, plain), plain];
+        }
+    };
 }
 
 async function start(): Promise<void> {

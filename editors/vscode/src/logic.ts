@@ -297,6 +297,86 @@ export class Retrigger {
     }
 }
 
+/** The server command an inline completion item runs when accepted: `[item id, UTF-16 units]`. */
+export const ACCEPT_COMMAND = 'sidecar.acceptCompletion';
+/** The notification that tells the server an item was displayed: `{id: item id}`. */
+export const SHOWN_NOTIFICATION = 'sidecar/didShowCompletion';
+
+/** What an inline completion item carries that matters here (its accept command). */
+export interface AcceptableItem {
+    command?: { command?: string; arguments?: unknown[] };
+}
+
+/** The item id that an item's `sidecar.acceptCompletion` command names, or undefined. */
+export function acceptItemId(item: AcceptableItem | undefined): string | undefined {
+    const cmd = item?.command;
+    if (!cmd || cmd.command !== ACCEPT_COMMAND) return undefined;
+    const id = cmd.arguments?.[0];
+    return typeof id === 'string' && id ? id : undefined;
+}
+
+/**
+ * The UTF-16 units taken by a partial accept, from the second argument of VS Code's
+ * `handleDidPartiallyAcceptCompletionItem`: a number, or `PartialAcceptInfo`
+ * `{kind, acceptedLength}`. VS Code 1.100 calls the handler twice per partial accept, once
+ * with each form and the same length. The length counts from the start of the item's
+ * range, i.e. it is relative to the item's text, as the accept command's units are.
+ */
+export function acceptedLengthOf(arg: unknown): number | undefined {
+    const n = typeof arg === 'number' ? arg
+        : arg && typeof arg === 'object' ? (arg as { acceptedLength?: unknown }).acceptedLength : undefined;
+    return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : undefined;
+}
+
+/** Where `AcceptReports` sends what it reports (the language client). */
+export interface AcceptSink {
+    shown(id: string): void;
+    partial(id: string, units: number): void;
+}
+
+/**
+ * Turns VS Code's inline completion events into the server's protocol (docs/editors.md
+ * "What every editor tells the server"): an item displayed becomes one
+ * `sidecar/didShowCompletion` (once per item id, however often VS Code redraws or re-wraps
+ * it); a partial accept (Accept Word, Accept Line) becomes `sidecar.acceptCompletion
+ * [id, taken units]`, once per growth of what was taken from that item (VS Code reports each
+ * partial accept twice, and the length is cumulative: it grows with each word or line taken
+ * from the same item). A full accept is not reported here: VS Code runs the item's own
+ * command for it. Items without a sidecar accept command are ignored.
+ */
+export class AcceptReports {
+    private readonly shownIds = new Map<string, true>();
+    private readonly taken = new Map<string, number>();
+
+    constructor(private readonly sink: AcceptSink, private readonly limit = 512) {}
+
+    /** VS Code displayed `item`. True when it was reported. */
+    shown(item: AcceptableItem | undefined): boolean {
+        const id = acceptItemId(item);
+        if (!id || this.shownIds.has(id)) return false;
+        remember(this.shownIds, id, true, this.limit);
+        this.sink.shown(id);
+        return true;
+    }
+
+    /** VS Code inserted part of `item` (`info`: the taken length, either form). True when reported. */
+    partial(item: AcceptableItem | undefined, info: unknown): boolean {
+        const id = acceptItemId(item);
+        const units = acceptedLengthOf(info);
+        if (!id || units === undefined || units <= (this.taken.get(id) ?? 0)) return false;
+        remember(this.taken, id, units, this.limit);
+        this.sink.partial(id, units);
+        return true;
+    }
+}
+
+/** Set `key` in an insertion-ordered map that keeps its last `limit` keys. */
+function remember<V>(map: Map<string, V>, key: string, value: V, limit: number): void {
+    map.delete(key);
+    map.set(key, value);
+    while (map.size > limit) map.delete(map.keys().next().value as string);
+}
+
 /** Leading-and-trailing throttle for cheap refreshes (status bar from `sidecar.stats`). */
 export function throttle(fn: () => void, ms: number, now: () => number = () => Date.now()): () => void {
     let last = -Infinity;

@@ -187,6 +187,35 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         assert.ok(answers.every((a, i) => i === 0 || a.startsWith(answers[i - 1])), JSON.stringify(answers));
     });
 
+    test("VS Code's shown and partial-accept events reach the server", async () => {
+        const { record, vscode } = stub;
+        const p = provider();
+        assert.equal(typeof p.handleDidShowCompletionItem, 'function');
+        assert.equal(typeof p.handleDidPartiallyAcceptCompletionItem, 'function');
+        const items = await ask(vscode.InlineCompletionTriggerKind.Automatic);
+        const item = items?.[0];
+        assert.ok(item?.insertText.startsWith('result'), JSON.stringify(item));
+        const acceptance = async () => (await record.registeredCommands.get('sidecar.stats')()).acceptance;
+        const before = await acceptance();
+        // VS Code shows it (twice: a redraw), then Accept Word takes "result" (6 UTF-16
+        // units) and reports it in both forms.
+        p.handleDidShowCompletionItem(item, item.insertText);
+        p.handleDidShowCompletionItem(item, item.insertText);
+        p.handleDidPartiallyAcceptCompletionItem(item, 6);
+        p.handleDidPartiallyAcceptCompletionItem(item, { kind: 0, acceptedLength: 6 });
+        const after = await waitFor(async () => {
+            const a = await acceptance();
+            return a.displayed > before.displayed && a.partial > before.partial && a;
+        }, STEP_MS, 'the server to count the shown item and the partial accept');
+        await sleep(300); // nothing more arrives
+        const now = await acceptance();
+        assert.deepEqual(now, after);
+        assert.equal(now.displayed - before.displayed, 1, JSON.stringify({ before, now }));
+        assert.equal(now.partial - before.partial, 1, JSON.stringify({ before, now }));
+        assert.equal(now.partial_chars - before.partial_chars, 6, JSON.stringify({ before, now }));
+        assert.equal(now.full, before.full);
+    });
+
     test('status bar shows mode, model and latency from sidecar/status', async () => {
         const item = stub.record.statusItems[0];
         // formatMs: "420 ms" below a second, "1.2 s" above (a slow or busy machine)
@@ -230,6 +259,26 @@ describe('the extension bundle with vscode-languageclient and the real server', 
         delete settings['sidecar.debounceMinMs'];
         changed('sidecar.debounceMinMs');
         await waitFor(() => { const now = serverChildren(); return now.length === 1 && now[0] !== pid && provider(); }, STEP_MS * 2, 'a restarted server');
+    });
+
+    test('where the editor refuses the API proposal, completion works without the events', async () => {
+        const { record, vscode } = stub;
+        record.refuseProposals = true;
+        try {
+            const pid = serverChildren()[0];
+            await record.registeredCommands.get('sidecar.restartServer')();
+            await waitFor(() => { const now = serverChildren(); return now.length === 1 && now[0] !== pid && provider(); }, STEP_MS * 2, 'a restarted server');
+            assert.equal(provider().handleDidShowCompletionItem, undefined);
+            assert.equal(provider().handleDidPartiallyAcceptCompletionItem, undefined);
+            const items = await ask(vscode.InlineCompletionTriggerKind.Invoke);
+            assert.ok(items?.length, 'no completion from the plain provider');
+            assert.equal(items[0].command?.command, 'sidecar.acceptCompletion');
+            const log = record.outputs.get('sidecar').join('\n');
+            assert.match(log, /partial accepts \(Accept Word, Accept Line\) and shown suggestions are not/);
+            assert.match(log, /--enable-proposed-api sidecar\.sidecar/);
+        } finally {
+            record.refuseProposals = false;
+        }
     });
 
     test('a new key from sidecar.setApiKey restarts the server with it', async () => {

@@ -5,7 +5,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import logic from '../out/logic.cjs';
 
-const { serverCommand, isPython, explicitSettings, needsRestart, Retrigger, statusText, statusTooltip, shortModel, formatMs } = logic;
+const { serverCommand, isPython, explicitSettings, needsRestart, Retrigger, statusText, statusTooltip, shortModel, formatMs,
+    AcceptReports, acceptItemId, acceptedLengthOf } = logic;
 
 describe('serverCommand', () => {
     test('default: sidecar on PATH', () => {
@@ -193,5 +194,62 @@ describe('Retrigger', () => {
         h.r.onUpdate(upd('abc'));
         h.advance(100);
         assert.equal(h.triggers.length, 1);
+    });
+});
+
+describe('AcceptReports (shown and partial accepts, docs/editors.md)', () => {
+    const item = (id, units = 40) => ({ insertText: 'x'.repeat(units), command: { title: '', command: 'sidecar.acceptCompletion', arguments: [id, units] } });
+    const harness = (limit) => {
+        const sent = [];
+        const r = new AcceptReports({ shown: (id) => sent.push(['shown', id]), partial: (id, n) => sent.push(['partial', id, n]) }, limit);
+        return { r, sent };
+    };
+
+    test('the id is the accept command\'s first argument; others are not ours', () => {
+        assert.equal(acceptItemId(item('c7')), 'c7');
+        assert.equal(acceptItemId({ command: { command: 'other.cmd', arguments: ['c7'] } }), undefined);
+        assert.equal(acceptItemId({ command: { command: 'sidecar.acceptCompletion', arguments: [] } }), undefined);
+        assert.equal(acceptItemId({ command: { command: 'sidecar.acceptCompletion', arguments: [3] } }), undefined);
+        assert.equal(acceptItemId({}), undefined);
+        assert.equal(acceptItemId(undefined), undefined);
+    });
+
+    test('the taken length from either form VS Code passes', () => {
+        assert.equal(acceptedLengthOf(5), 5);
+        assert.equal(acceptedLengthOf({ kind: 0, acceptedLength: 5 }), 5);
+        for (const bad of [0, -1, 1.5, '5', null, undefined, {}, { acceptedLength: '5' }]) assert.equal(acceptedLengthOf(bad), undefined, JSON.stringify(bad));
+    });
+
+    test('shown once per item id', () => {
+        const h = harness();
+        const a = item('c1');
+        assert.ok(h.r.shown(a));
+        assert.ok(!h.r.shown(a));
+        assert.ok(!h.r.shown(item('c1'))); // the same item re-wrapped by VS Code
+        assert.ok(h.r.shown(item('u3.2')));
+        assert.ok(!h.r.shown({ insertText: 'x' }));
+        assert.deepEqual(h.sent, [['shown', 'c1'], ['shown', 'u3.2']]);
+    });
+
+    test('a partial accept reported twice (number, then PartialAcceptInfo) is sent once; the next word of the same item is sent', () => {
+        const h = harness();
+        const a = item('c1');
+        h.r.partial(a, 5);
+        h.r.partial(a, { kind: 0, acceptedLength: 5 });
+        h.r.partial(a, 10);
+        h.r.partial(a, { kind: 1, acceptedLength: 10 });
+        h.r.partial(a, 7); // never less than already taken
+        h.r.partial(item('c2'), { kind: 0, acceptedLength: 3 });
+        h.r.partial(item('c3'), 0);
+        assert.deepEqual(h.sent, [['partial', 'c1', 5], ['partial', 'c1', 10], ['partial', 'c2', 3]]);
+    });
+
+    test('remembers a bounded number of items', () => {
+        const h = harness(2);
+        h.r.shown(item('a'));
+        h.r.shown(item('b'));
+        h.r.shown(item('c'));
+        h.r.shown(item('a')); // forgotten, so sent again (the server counts a suggestion once anyway)
+        assert.deepEqual(h.sent.map((s) => s[1]), ['a', 'b', 'c', 'a']);
     });
 });

@@ -194,6 +194,11 @@ function create({ settings = {}, version = '1.91.0' } = {}) {
                 : (!s.scheme || s.scheme === doc.uri.scheme) && (!s.language || s.language === doc.languageId)) ? 10 : 0;
         },
         registerInlineCompletionItemProvider(selector, provider) {
+            // VS Code 1.100 refuses a provider with the proposed event handlers unless the
+            // extension may use the proposal (code-server allows every proposal).
+            if (record.refuseProposals && (provider.handleDidShowCompletionItem || provider.handleDidPartiallyAcceptCompletionItem)) {
+                throw new Error("Extension 'sidecar.sidecar' CANNOT use API proposal: inlineCompletionsAdditions.");
+            }
             record.inlineProviders.push({ selector, provider });
             return new Disposable(() => { record.inlineProviders = record.inlineProviders.filter((p) => p.provider !== provider); });
         },

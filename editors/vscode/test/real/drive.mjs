@@ -5,8 +5,10 @@
 //
 // CONFIG: {url, playwright (dir whose node_modules has playwright-core), chromium, file
 // (name to open with Quick Open), path (its path on disk), screens (dir for screenshots),
-// expect (the full suggestion), scenario ("accept" | "bench"), pauses, typeThrough,
-// timeoutMs}.
+// expect (the full suggestion), scenario ("accept" | "partial" | "bench"), pauses,
+// typeThrough, steps (scenario "partial": [{name, key, ghost, buffer}]: press key, then wait
+// for that ghost text and buffer), afterGhost ({url, body}: POSTed once the whole suggestion
+// shows, scenario "partial"), timeoutMs}.
 // Ghost text is read from the DOM: the part on the cursor's line is `.ghost-text-decoration`
 // (and `-preview`), the further lines a view zone `.ghost-text` of `.view-line`s.
 
@@ -79,6 +81,17 @@ async function editorText() {
     return page.evaluate(() => [...document.querySelectorAll('.monaco-editor .view-lines .view-line')]
         .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
         .map((e) => e.textContent.replace(/\u00a0/g, ' ')).join('\n'));
+}
+
+/** The buffer as the editor shows it: its lines in order, without ghost text. */
+async function bufferText() {
+    return page.evaluate(() => [...document.querySelectorAll('.monaco-editor .view-lines .view-line')]
+        .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+        .map((e) => {
+            const line = e.cloneNode(true);
+            for (const g of line.querySelectorAll('.ghost-text-decoration, .ghost-text-decoration-preview, .ghost-text')) g.remove();
+            return line.textContent.replace(/\u00a0/g, ' ');
+        }).join('\n'));
 }
 
 async function openFile() {
@@ -185,6 +198,56 @@ async function scenarioAccept() {
     step('stats');
 }
 
+async function scenarioPartial() {
+    // Take a streamed suggestion piece by piece with VS Code's own commands (Accept Word,
+    // Accept Line, then Tab for the rest); after each key, wait for the ghost text and the
+    // buffer the test expects, and record what was seen.
+    await toLine2();
+    await page.keyboard.type('    ');
+    step('typed');
+    const full = await waitFor((g) => ghostText(g) === cfg.expect, 15000);
+    if (!full) {
+        result.lastGhost = await readGhost();
+        await shot('ghost-incomplete');
+        throw new Error(`the ghost text did not grow to the whole suggestion: ${JSON.stringify(result.lastGhost)}`);
+    }
+    step('full-ghost', { ghost: ghostText(full) });
+    await shot('ghost-complete');
+    if (cfg.afterGhost) {
+        // e.g. script the simulator so that nothing more is suggested after this one
+        const r = await fetch(cfg.afterGhost.url, { method: 'POST', body: JSON.stringify(cfg.afterGhost.body) });
+        if (!r.ok) throw new Error(`POST ${cfg.afterGhost.url}: HTTP ${r.status}`);
+    }
+    result.partial = [];
+    for (const s of cfg.steps) {
+        await page.keyboard.press(s.key);
+        const end = Date.now() + 5000;
+        let seen;
+        for (;;) {
+            seen = { name: s.name, ghost: ghostText(await readGhost()), buffer: await bufferText() };
+            if ((seen.ghost === s.ghost && seen.buffer === s.buffer) || Date.now() > end) break;
+            await sleep(30);
+        }
+        seen.t = now();
+        result.partial.push(seen);
+        step(s.name, { ok: seen.ghost === s.ghost && seen.buffer === s.buffer });
+        await shot(s.name);
+        if (seen.ghost !== s.ghost || seen.buffer !== s.buffer) throw new Error(`after ${s.name} (${s.key}): ${JSON.stringify(seen)}`);
+        // A user's pause: VS Code asks again after the edit and shows the server's answer
+        // (the rest, as a new item) before the next key.
+        await sleep(1000);
+    }
+    await page.keyboard.press('Control+S');
+    await sleep(800);
+    result.fileText = fs.readFileSync(cfg.path, 'utf8');
+    step('saved');
+    result.statusBar = await waitForSidecar();
+    await runCommand('sidecar: Show Stats');
+    await sleep(1500);
+    await shot('stats');
+    step('stats');
+}
+
 async function scenarioBench() {
     // For each pause: on a fresh line at the end, type a comment line and an indent, then
     // time (from the last keystroke) until ghost text first shows and until it shows the
@@ -238,6 +301,7 @@ try {
     step('sidecar-status', { text: result.statusBarAtStart });
     await shot('opened');
     if (cfg.scenario === 'bench') await scenarioBench();
+    else if (cfg.scenario === 'partial') await scenarioPartial();
     else await scenarioAccept();
 } catch (err) {
     result.error = String(err && err.stack || err);
