@@ -26,8 +26,11 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiosqlite
+
+from .memory import Entry
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,43 @@ class _Closed(Exception):
     """The store was closed while a connection was being made."""
 
 
-class _Connection:
+class _StoreState:
+    """The state of :class:`~.store.SqliteStore` that its parts (``_Connection``,
+    ``_Flusher``, ``_Recovery``) share, declared once for the type checker; the store's
+    ``__init__`` sets every attribute."""
+
+    path: Path
+    max_entries: int
+    max_bytes: int
+    ttl_s: float
+    enabled: bool
+    disabled_reason: str | None
+    closed: bool
+    _db: aiosqlite.Connection | None
+    _ident: tuple[int, int] | None  # (st_dev, st_ino) of the file we opened
+    _pending: dict[str, Entry]
+    _touched: dict[str, float]
+    _flusher: asyncio.Task[None] | None
+    _opening: asyncio.Future[None] | None
+    _reopen_why: str | None  # corruption seen by a query: the flush task moves it aside
+    _reopen_fresh: bool  # the file was deleted or replaced: the flush task recreates it
+    _wake: asyncio.Event
+    _flushes: int
+    _warned: set[str]
+    write_errors: int
+    reopens: int
+
+
+class _Connection(_StoreState):
     """Opening and closing :class:`~.store.SqliteStore`'s connection (a part of the store:
     it uses the store's state)."""
+
+    if TYPE_CHECKING:  # defined by the other parts of the store
+
+        def stop_sync(self) -> None: ...
+        def _disable(self, why: str) -> bool: ...
+        def _move_aside(self, why: str) -> bool: ...
+        async def _flush_loop(self) -> None: ...
 
     async def open(self) -> bool:
         """Open (or create, or rebuild) the file. Returns False when persistence is off
@@ -145,12 +182,16 @@ class _Connection:
         await db.execute("PRAGMA journal_mode = WAL")
         await db.execute("PRAGMA synchronous = NORMAL")
         async with db.execute("PRAGMA user_version") as cur:
-            version = (await cur.fetchone())[0]
+            row = await cur.fetchone()
+        assert row is not None  # PRAGMA user_version always answers one row
+        version = row[0]
         if version != SCHEMA_VERSION:
             # Under a write lock, and checked again: another process may have just done it.
             await db.execute("BEGIN IMMEDIATE")
             async with db.execute("PRAGMA user_version") as cur:
-                version = (await cur.fetchone())[0]
+                row = await cur.fetchone()
+            assert row is not None  # PRAGMA user_version always answers one row
+            version = row[0]
             if version != SCHEMA_VERSION:
                 if version != 0:
                     log.warning("cache schema version %s is not %s: rebuilding %s", version, SCHEMA_VERSION, self.path)

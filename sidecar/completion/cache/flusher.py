@@ -20,10 +20,11 @@ import asyncio
 import logging
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 import aiosqlite
 
-from .connection import BUSY_TIMEOUT_MS
+from .connection import BUSY_TIMEOUT_MS, _StoreState
 from .memory import Entry
 
 log = logging.getLogger(__name__)
@@ -32,9 +33,15 @@ FLUSH_S = 0.2
 FLUSH_AT = 64
 
 
-class _Flusher:
+class _Flusher(_StoreState):
     """The write queue and its flush task (a part of :class:`~.store.SqliteStore`: it uses
     the store's state)."""
+
+    if TYPE_CHECKING:  # defined by the other parts of the store
+
+        def _file_replaced(self) -> bool: ...
+        async def _reopen(self, *, move_aside: str | None) -> None: ...
+        async def _on_error(self, exc: Exception, db: aiosqlite.Connection | None) -> None: ...
 
     def enqueue(self, key: str, entry: Entry) -> None:
         """Queue a row for the next batch; never blocks. Rows queued before the file is
@@ -115,7 +122,9 @@ class _Flusher:
         assert db is not None
         await db.execute("DELETE FROM entries WHERE created <= ?", (time.time() - self.ttl_s,))
         async with db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries") as cur:
-            n, size = await cur.fetchone()
+            row = await cur.fetchone()
+        assert row is not None  # an aggregate without GROUP BY always answers one row
+        n, size = row
         if n > self.max_entries:
             await db.execute(
                 "DELETE FROM entries WHERE key IN (SELECT key FROM entries ORDER BY last_used ASC LIMIT ?)",

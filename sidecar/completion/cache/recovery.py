@@ -31,10 +31,11 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiosqlite
 
-from .connection import BUSY_TIMEOUT_MS, _Closed, _is_corrupt, _is_unwritable
+from .connection import BUSY_TIMEOUT_MS, _Closed, _is_corrupt, _is_unwritable, _StoreState
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,15 @@ def may_be_cache(path: Path) -> bool:
     return head == b"" or head == SQLITE_HEADER
 
 
-class _Recovery:
+class _Recovery(_StoreState):
     """Moving a corrupt file aside, recreating a deleted one, turning persistence off (a
     part of :class:`~.store.SqliteStore`: it uses the store's state)."""
+
+    if TYPE_CHECKING:  # defined by the other parts of the store
+
+        def stop_sync(self) -> None: ...
+        async def _connect(self) -> None: ...
+        async def _close_db(self) -> None: ...
 
     def _move_aside(self, why: str) -> bool:
         """Move the corrupt file aside. Returns False, with persistence off and the file

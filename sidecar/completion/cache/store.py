@@ -28,8 +28,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import aiosqlite
-
 from .connection import _Connection
 from .flusher import _Flusher
 from .memory import Entry
@@ -54,20 +52,21 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
+        # The types of these attributes are declared once, on ``connection._StoreState``.
         self.enabled = False
-        self.disabled_reason: str | None = None
+        self.disabled_reason = None
         self.closed = False
-        self._db: aiosqlite.Connection | None = None
-        self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we opened
-        self._pending: dict[str, Entry] = {}
-        self._touched: dict[str, float] = {}
-        self._flusher: asyncio.Task[None] | None = None
-        self._opening: asyncio.Future[None] | None = None
-        self._reopen_why: str | None = None  # corruption seen by a query: the flush task moves it aside
+        self._db = None
+        self._ident = None  # (st_dev, st_ino) of the file we opened
+        self._pending = {}
+        self._touched = {}
+        self._flusher = None
+        self._opening = None
+        self._reopen_why = None  # corruption seen by a query: the flush task moves it aside
         self._reopen_fresh = False  # the file was deleted or replaced: the flush task recreates it
         self._wake = asyncio.Event()
         self._flushes = 0
-        self._warned: set[str] = set()
+        self._warned = set()
         self.write_errors = 0
         self.reopens = 0
 
@@ -139,7 +138,9 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
             return {"entries": 0, "bytes": 0}
         try:
             async with db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries") as cur:
-                n, size = await cur.fetchone()
+                row = await cur.fetchone()
+            assert row is not None  # an aggregate without GROUP BY always answers one row
+            n, size = row
         except (sqlite3.Error, ValueError) as exc:
             await self._on_error(exc, db)
             return {"entries": 0, "bytes": 0}
@@ -180,7 +181,9 @@ class SqliteStore(_Connection, _Flusher, _Recovery):
             return 0
         try:
             async with db.execute("SELECT COUNT(*) FROM entries") as cur:
-                n = (await cur.fetchone())[0]
+                row = await cur.fetchone()
+            assert row is not None  # an aggregate without GROUP BY always answers one row
+            n = row[0]
             await db.execute("DELETE FROM entries")
             await db.execute("DELETE FROM state")
             await db.commit()
