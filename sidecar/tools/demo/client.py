@@ -250,7 +250,7 @@ class ServerSession:
         step waits at most ``timeout_s`` seconds. A server that never finished
         ``initialize`` is not asked politely. Never raises.
         """
-        steps = ("terminate", "kill")
+        steps: tuple[str, ...] = ("terminate", "kill")
         if self.alive and self.init_result is not None:
             steps = ("wait", "terminate", "kill")
             try:

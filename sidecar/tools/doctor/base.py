@@ -16,10 +16,16 @@ import asyncio
 import os
 import signal
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx2 as httpx
+
+if TYPE_CHECKING:
+    from ... import config
+    from ...backends.base import StreamInfo, UpstreamRequest
+    from ...backends.errors import BackendError
+    from ...completion.context import CompletionContext
 
 OK, WARN, FAIL, INFO, SKIP = "OK", "WARN", "FAIL", "INFO", "SKIP"
 SLOW_TTFT_MS = 1500.0
@@ -39,6 +45,59 @@ class Check:
     value: str
     fix: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class DoctorState:
+    """The state of :class:`~sidecar.tools.doctor.core.Doctor` that the check mixins
+    (configuration.py, cloud.py, network.py, probe.py, fim.py, ttft.py, local.py,
+    engine.py, cache.py) share: set in ``Doctor.__init__``, some of it updated by an
+    earlier check for a later one. Annotations only."""
+
+    settings: config.Settings | None
+    timeout_s: float
+    start_engine: bool | None
+    engine_timeout_s: float
+    engine_setup_ok: bool
+    config_error: str | None
+    ignored: list[str]
+    checks: list[Check]
+    rtt_ms: float | None
+    cloud_usable: bool
+    strategy: str | None
+    offload: bool | None
+
+
+class DoctorCalls(Protocol):
+    """The methods of :class:`~sidecar.tools.doctor.core.Doctor` that one check mixin calls
+    on another (or on ``Doctor`` itself)."""
+
+    def add(self, *args: Any, **kwargs: Any) -> Check: ...
+
+    # network.py, fim.py, ttft.py (called by cloud.py)
+    async def check_network(self, client: httpx.AsyncClient, base: str) -> httpx.Response | None: ...
+
+    async def check_fim(self, backend: Any) -> None: ...
+
+    async def check_ttft(self, backend: Any) -> None: ...
+
+    # probe.py (used by fim.py, ttft.py, engine.py)
+    def _context(self) -> CompletionContext: ...
+
+    def _error_check(self, key: str, title: str, err: BackendError, what: str, data: dict[str, Any]) -> None: ...
+
+    async def _first_token(self, backend: Any, req: UpstreamRequest) -> tuple[StreamInfo, str]: ...
+
+    # local.py (used by engine.py)
+    def _uses_local(self) -> bool: ...
+
+
+if TYPE_CHECKING:
+
+    class _CheckMixin(DoctorState, DoctorCalls):
+        """The base of every check mixin, for type checking."""
+
+else:
+    _CheckMixin = DoctorState
 
 
 def _ms(seconds: float) -> float:

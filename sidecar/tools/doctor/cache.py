@@ -15,10 +15,10 @@ import sqlite3
 import stat
 from typing import Any
 
-from .base import INFO, OK, WARN, _size
+from .base import INFO, OK, WARN, _CheckMixin, _size
 
 
-class CacheCheck:
+class CacheCheck(_CheckMixin):
     """``check_cache``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def check_cache(self) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import httpx2 as httpx
 
-from .base import FAIL, OK, SKIP, WARN, _host_of
+from .base import FAIL, OK, SKIP, WARN, _CheckMixin, _host_of
 
 
-class CloudChecks:
+class CloudChecks(_CheckMixin):
     """``check_cloud`` and ``check_key``, methods of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def check_cloud(self) -> None:

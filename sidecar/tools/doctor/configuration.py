@@ -18,10 +18,10 @@ all. The other checks run on the rest. See docs/architecture.md (``config/``,
 from __future__ import annotations
 
 from ... import config
-from .base import FAIL, OK, WARN
+from .base import FAIL, OK, WARN, _CheckMixin
 
 
-class ConfigCheck:
+class ConfigCheck(_CheckMixin):
     """The ``config`` check, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     def check_config(self) -> None:
@@ -50,14 +50,14 @@ class ConfigCheck:
             "cache_path": str(s.resolved_cache_path) if s.cache_enabled else None,
         }
         if s.cloud_provider:
-            cloud = f"provider {s.cloud_provider}, base URL {s.resolved_base_url}, model {s.resolved_model}"
+            cloud_text = f"provider {s.cloud_provider}, base URL {s.resolved_base_url}, model {s.resolved_model}"
             if s.provider_note:  # SILICONFLOW_API_KEY with a host that is not SiliconFlow's
-                cloud += f" ({s.provider_note})"
+                cloud_text += f" ({s.provider_note})"
                 data["provider_note"] = s.provider_note
         else:
-            cloud = "no cloud backend"
+            cloud_text = "no cloud backend"
         value = (
-            f"mode {s.resolved_mode}, {cloud}, API key {data['api_key']}, local engine {s.local_engine}, "
+            f"mode {s.resolved_mode}, {cloud_text}, API key {data['api_key']}, local engine {s.local_engine}, "
             f"cache {data['cache_path'] or 'off'}; config file {file_note}"
         )
         cloud = s.cloud

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from .base import FAIL, OK, SKIP, SLOW_TTFT_MS, WARN, _cause, _signal_name
+from .base import FAIL, OK, SKIP, SLOW_TTFT_MS, WARN, _cause, _CheckMixin, _signal_name
 
 #: The engine check's prompt (``warmup_prompt(ENGINE_CHECK_FUNCTIONS)``, ~330 tokens) and length.
 ENGINE_CHECK_FUNCTIONS = 4
@@ -35,7 +35,7 @@ ENGINE_CHECK_MAX_TOKENS = 16
 SLOW_ENGINE_TTFT_MS = 3000.0
 
 
-class EngineRunCheck:
+class EngineRunCheck(_CheckMixin):
     """``check_engine_run``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def check_engine_run(self) -> None:

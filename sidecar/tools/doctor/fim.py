@@ -14,11 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .base import FAIL, OK, WARN, _ms
+from .base import FAIL, OK, WARN, _CheckMixin, _ms
 from .probe import _PREFIX, _SUFFIX
 
 
-class FimCheck:
+class FimCheck(_CheckMixin):
     """``check_fim``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def check_fim(self, backend: Any) -> None:

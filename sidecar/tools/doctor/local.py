@@ -18,10 +18,10 @@ import shutil
 import subprocess
 from typing import Any
 
-from .base import FAIL, INFO, OK, WARN, _cause
+from .base import FAIL, INFO, OK, WARN, _cause, _CheckMixin
 
 
-class LocalEngineChecks:
+class LocalEngineChecks(_CheckMixin):
     """``check_local_engine`` and ``check_gpu``, methods of
     :class:`~sidecar.tools.doctor.core.Doctor`."""
 

@@ -16,12 +16,12 @@ import time
 
 import httpx2 as httpx
 
-from .base import FAIL, OK, WARN, _cause, _host_of, _ms
+from .base import FAIL, OK, WARN, _cause, _CheckMixin, _host_of, _ms
 
 SLOW_RTT_MS = 500.0
 
 
-class NetworkCheck:
+class NetworkCheck(_CheckMixin):
     """``check_network``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def _timed_get(

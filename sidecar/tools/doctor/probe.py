@@ -12,27 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import FAIL, WARN
+from .base import FAIL, WARN, _CheckMixin
+
+if TYPE_CHECKING:
+    from ...backends.base import StreamInfo, UpstreamRequest
+    from ...backends.errors import BackendError
+    from ...completion.context import CompletionContext
 
 # A tiny FIM task: the model should write the body of ``add``.
 _PREFIX = "def add(a, b):\n    return"
 _SUFFIX = "\n\n\nprint(add(1, 2))\n"
 
 
-class ProbeRequests:
+class ProbeRequests(_CheckMixin):
     """Helpers of :class:`~sidecar.tools.doctor.core.Doctor` shared by fim.py, ttft.py and
     engine.py."""
 
-    def _context(self) -> Any:
+    def _context(self) -> CompletionContext:
         from ...completion.context import CompletionContext
 
         return CompletionContext(
             prefix=_PREFIX, suffix=_SUFFIX, line_prefix="    return", line_suffix="", language="python", eol="\n"
         )
 
-    def _error_check(self, key: str, title: str, err: Any, what: str, data: dict[str, Any]) -> None:
+    def _error_check(self, key: str, title: str, err: BackendError, what: str, data: dict[str, Any]) -> None:
         """A check line for a BackendError from ``what`` (a FIM probe or the TTFT request)."""
         from ...backends import errors as E
 
@@ -76,7 +81,7 @@ class ProbeRequests:
         else:
             self.add(key, title, WARN, f"{what} failed (HTTP {err.status})", err.message, data)
 
-    async def _first_token(self, backend: Any, req: Any) -> tuple[Any, str]:
+    async def _first_token(self, backend: Any, req: UpstreamRequest) -> tuple[StreamInfo, str]:
         """Stream ``req`` until the first text delta (or the end); returns (StreamInfo, text)."""
         from ...backends.base import StreamInfo
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import FAIL, OK, SLOW_TTFT_MS, WARN, _ms
+from .base import FAIL, OK, SLOW_TTFT_MS, WARN, _CheckMixin, _ms
 
 
-class TtftCheck:
+class TtftCheck(_CheckMixin):
     """``check_ttft``, a method of :class:`~sidecar.tools.doctor.core.Doctor`."""
 
     async def check_ttft(self, backend: Any) -> None:
