@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -154,9 +154,9 @@ class Backend(Protocol):
         Raises BackendError when it cannot become ready.
         """
 
-    def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
-        """Yield completion text deltas as they arrive; closing the iterator closes the
-        upstream connection. Raises BackendError on an HTTP or transport failure."""
+    def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncGenerator[str, None]:
+        """Yield completion text deltas as they arrive (an async generator); closing it
+        (``aclose()``) closes the upstream connection. Raises BackendError on an HTTP or transport failure."""
 
     async def prewarm(self) -> None:
         """Open a pooled connection ahead of need. Never raises."""
@@ -188,13 +188,24 @@ class BackendBase:
     no cooldown, always ready, itself as the pick, no breaker, no pool facts. Concrete
     backends inherit from it and override what they have."""
 
-    api: str | None = None
-    base_url: str = ""
     engine: Any = None
     cooldown: Any = None
-    ready: bool = True
     headers_before_prompt: bool = False
     loads_models: bool = False
+
+    # Read-only here, so that a backend may compute them (a router, an engine's state);
+    # one that stores them declares them as attributes (OpenAICompatBackend).
+    @property
+    def api(self) -> str | None:
+        return None
+
+    @property
+    def base_url(self) -> str:
+        return ""
+
+    @property
+    def ready(self) -> bool:
+        return True
 
     def __init__(self) -> None:
         self.notify: Callable[[str], None] = lambda _msg: None

@@ -43,9 +43,12 @@ import math
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sidecar.models.llama_safety import disable_extra_buffer_types
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import CompletionLogprobs
 
 FAULT_ENV = "SIDECAR_ENGINE_FAULT"
 
@@ -68,7 +71,7 @@ def install_fault(kind: str) -> None:
 
     fault = crash if kind == "segv_on_prompt" else (lambda: time.sleep(1.0))
 
-    def faulty_eval(self, tokens):  # type: ignore[no-untyped-def]
+    def faulty_eval(self, tokens):
         if len(tokens) > 1:
             fault()
         return original_eval(self, tokens)
@@ -97,7 +100,7 @@ def install_logprobs() -> None:
     original_sample = Llama.sample
     original_completion = Llama._create_completion
 
-    def sample(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def sample(self, *args, **kwargs):
         token = original_sample(self, *args, **kwargs)
         record = getattr(self, "_sidecar_logprobs", None)
         if record is not None:
@@ -114,7 +117,7 @@ def install_logprobs() -> None:
                 sys.stderr.write(f"sidecar engine launcher: no log-probability for a token: {e!r}\n")
         return token
 
-    def _create_completion(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _create_completion(self, *args, **kwargs):
         if kwargs.get("logprobs") is None or self._logits_all:
             return (yield from original_completion(self, *args, **kwargs))
         kwargs["logprobs"] = None
@@ -130,7 +133,7 @@ def install_logprobs() -> None:
                 for t in toks:
                     offsets.append(offset)
                     offset += len(t)
-                lp: dict[str, Any] = {
+                lp: CompletionLogprobs = {
                     "tokens": toks,
                     "text_offset": offsets,
                     "token_logprobs": [v for _, v in taken],

@@ -98,9 +98,11 @@ def _body_message_raw(body: bytes) -> tuple[int | None, str]:
 
 
 def _as_int(v: object) -> int | None:
+    if not isinstance(v, (str, int, float)):  # what int() takes of decoded JSON
+        return None
     try:
-        return int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return int(v)
+    except ValueError:
         return None
 
 

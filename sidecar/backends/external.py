@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx2 as httpx
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
-async def iter_lines(resp: httpx.Response, max_line_bytes: int = MAX_LINE_BYTES) -> AsyncIterator[bytes]:
+async def iter_lines(resp: httpx.Response, max_line_bytes: int = MAX_LINE_BYTES) -> AsyncGenerator[bytes, None]:
     """Yield the lines of a response body, split on ``b"\\n"`` only (a trailing ``\\r``
     is dropped), so that U+2028 and other Unicode line breaks inside JSON strings never
     split a line. The last line may lack its ``\\n``.
@@ -209,7 +209,7 @@ class ExternalEngineBackend(OpenAICompatBackend):
     async def _after_ready(self, deadline: float) -> None:
         """Work to finish before the engine counts as ready (``deadline``: perf_counter s)."""
 
-    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
+    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncGenerator[str, None]:
         """Like :meth:`OpenAICompatBackend.stream`, with the engine's own errors renamed
         by :meth:`_named` (each engine's subclass says how), so the user reads what the
         engine meant, not a bare HTTP status."""
@@ -226,6 +226,6 @@ class ExternalEngineBackend(OpenAICompatBackend):
         """``req`` as this engine takes it (e.g. a path prefix); unchanged by default."""
         return req
 
-    def _named(self, err: BackendError, req: UpstreamRequest | None = None) -> BackendError:
+    def _named(self, err: BackendError, req: UpstreamRequest) -> BackendError:
         """``err`` with the engine's meaning in its kind and message; unchanged by default."""
         return err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from .. import providers as P
@@ -37,7 +37,7 @@ class CloudBackend(OpenAICompatBackend):
         super().__init__(**kwargs)
         self.key_hint = key_hint
 
-    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
+    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncGenerator[str, None]:
         agen = super().stream(req, info)
         try:
             async for delta in agen:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2 as httpx
@@ -61,7 +62,9 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
     """
 
     #: The wire format (a dialect of ``completion/dialects.py``); engine subclasses set theirs.
-    api = "openai"
+    api: str | None = "openai"
+    #: Set in ``__init__``; a class attribute, as it replaces BackendBase's read-only property.
+    base_url: str = ""
 
     def __init__(
         self,
@@ -157,7 +160,7 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
             return None
 
     # ------------------------------------------------------------------ streaming
-    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncIterator[str]:
+    async def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncGenerator[str, None]:
         """Yield text deltas of one streamed completion.
 
         Raises BackendError (HTTP error, connect failure, read timeout). A connection cut
@@ -176,7 +179,7 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
         except (TypeError, ValueError) as exc:  # a value JSON cannot hold: our bug, one clear error
             raise BackendError(BAD_REQUEST, f"could not encode the request to {self.name}: {exc}") from None
         info.sent_at = time.perf_counter()
-        extra = {}
+        extra: dict[str, Any] = {}  # keyword arguments of the client's stream()
         if req.read_timeout_s is not None:
             t = self._client.timeout
             extra["timeout"] = httpx.Timeout(connect=t.connect, read=req.read_timeout_s, write=t.write, pool=t.pool)

@@ -37,6 +37,9 @@ class _OpenAIEvents:
     """The event parsing of :class:`~.openai_compat.OpenAICompatBackend` (it uses the
     backend's ``name`` and ``base_url`` in its messages)."""
 
+    name: str
+    base_url: str
+
     async def _deltas(self, resp: httpx.Response, info: StreamInfo, chat: bool) -> AsyncIterator[str]:
         ctype = resp.headers.get("content-type", "")
         if "text/event-stream" not in ctype:

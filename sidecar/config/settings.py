@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -21,6 +21,12 @@ from . import fitted as _fitted
 from .declare import is_secret_header, setting, spec_of
 
 APP_NAME = "sidecar"
+
+# The cloud providers' own variables. providers.py sets them on SILICONFLOW and OPENAI;
+# ``Provider`` declares them optional only because ``local`` has none.
+_SILICONFLOW_KEY_ENV = cast(str, P.SILICONFLOW.key_env)
+_OPENAI_KEY_ENV = cast(str, P.OPENAI.key_env)
+_OPENAI_BASE_URL_ENV = cast(str, P.OPENAI.base_url_env)
 
 
 @dataclass(frozen=True)
@@ -50,15 +56,15 @@ class Settings:
     )
     api_key: str | None = setting(
         None,
-        env=(P.SILICONFLOW.key_env, "SIDECAR_API_KEY"),
-        fallback_env=(P.OPENAI.key_env,),
+        env=(_SILICONFLOW_KEY_ENV, "SIDECAR_API_KEY"),
+        fallback_env=(_OPENAI_KEY_ENV,),
         secret=True,
         backend=True,
         doc="sent only as a Bearer token to the configured backend; never logged",
     )
     base_url: str | None = setting(
         None,
-        fallback_env=(P.OPENAI.base_url_env,),
+        fallback_env=(_OPENAI_BASE_URL_ENV,),
         url=True,
         backend=True,
         doc="OpenAI-compatible base URL ending in `/v1`",

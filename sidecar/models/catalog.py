@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import cast
 
 EXTRA_ENV = "SIDECAR_MODEL_CATALOG_EXTRA"
 
@@ -151,7 +152,10 @@ def entry_from_dict(raw: object, where: str = "catalog entry") -> ModelEntry:
     parts = data.get("parts")
     if not isinstance(parts, dict) or not isinstance(parts.get("packages"), list) or not parts["packages"]:
         raise CatalogError(f'{where}: \'parts\' must be {{"packages": [...], "version": "..."}}')
-    data["parts"] = PyPIParts(tuple(parts["packages"]), parts.get("version"))
+    # The version is checked below ("parts.version must be a version") before the entry
+    # is returned; the dataclass holds it unchecked until then.
+    pypi = PyPIParts(tuple(parts["packages"]), cast(str, parts.get("version")))
+    data["parts"] = pypi
     try:
         entry = ModelEntry(**data)
     except TypeError as exc:
@@ -167,11 +171,11 @@ def entry_from_dict(raw: object, where: str = "catalog entry") -> ModelEntry:
         (isinstance(entry.architecture, str) and bool(entry.architecture), "architecture must be a string"),
         (type(entry.fim) is bool and type(entry.memory_mb) is int, "fim must be a boolean and memory_mb an integer"),
         (
-            all(isinstance(p, str) and _PKG_RE.match(p) for p in entry.parts.packages),
+            all(isinstance(p, str) and _PKG_RE.match(p) for p in pypi.packages),
             "parts.packages must be package names",
         ),
         (
-            isinstance(entry.parts.version, str) and bool(_VERSION_RE.match(entry.parts.version)),
+            isinstance(pypi.version, str) and bool(_VERSION_RE.match(pypi.version)),
             "parts.version must be a version",
         ),
         (not entry.shipped, "an extra entry cannot be shipped"),
@@ -194,7 +198,7 @@ def extra_entries() -> tuple[ModelEntry, ...]:
         raise CatalogError(f"cannot read {EXTRA_ENV} file {path}: {exc}") from None
     if not isinstance(raw, list):
         raise CatalogError(f"{EXTRA_ENV} file {path}: expected a JSON list of entries")
-    out = []
+    out: list[ModelEntry] = []
     builtin = {e.name for e in CATALOG}
     for i, item in enumerate(raw):
         entry = entry_from_dict(item, f"{EXTRA_ENV} file {path}, entry {i}")

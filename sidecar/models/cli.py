@@ -23,6 +23,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from .catalog import CatalogError, ModelEntry, UnknownModel, entries, get
 from .pullbase import PullError, PullProgress
@@ -87,7 +88,7 @@ def _installed(entry: ModelEntry) -> Path | None:
 
 
 def _list(as_json: bool) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in entries():
         path = _installed(e)
         size = e.size or (path.stat().st_size if path else 0)
@@ -299,7 +300,9 @@ def _use(entry: ModelEntry, args: argparse.Namespace) -> int:
         if os.environ.get(var):
             print(f"sidecar: note: ${var} is set and takes precedence over the config file", file=sys.stderr)
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    table = doc.get("sidecar") if isinstance(doc.get("sidecar"), dict) else {}
+    table = doc.get("sidecar")
+    if not isinstance(table, dict):
+        table = {}
     if any(d.get(k) for d in (doc, table) for k in ("local_model_path", "localModelPath")):
         print(f"sidecar: note: local_model_path in {path} takes precedence over local_model", file=sys.stderr)
     return 0
@@ -342,13 +345,15 @@ def set_local_model(path: Path, name: str) -> str:
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"it is not valid TOML ({exc}); fix the file first") from None
     table = before.get("sidecar")
-    in_table = isinstance(table, dict) and any(k in table for k in _KEYS)
+    if not isinstance(table, dict):
+        table = {}
+    in_table = any(k in table for k in _KEYS)
     target = table if in_table else before
     expected = copy.deepcopy(before)
     lines = text.splitlines(keepends=True)
     value = json.dumps(name)
     found = False
-    section = ""  # "" the top level, "sidecar" the [sidecar] table, None any other table
+    section: str | None = ""  # "" the top level, "sidecar" the [sidecar] table, None any other table
     for i, line in enumerate(lines):
         body, end = _line_end(line)
         if _TABLE_RE.match(body):
@@ -402,7 +407,8 @@ class ProgressLine:
 
     def __init__(self, stream) -> None:
         self.stream, self.tty = stream, stream.isatty()
-        self.width, self.last, self.key = 0, 0.0, None
+        self.width, self.last = 0, 0.0
+        self.key: tuple[str, int] | None = None  # (phase, part) of the last line written
 
     def __call__(self, p: PullProgress) -> None:
         line = format_progress(p)

@@ -116,7 +116,9 @@ def resolve(client: httpx.Client, index: str, package: str, version: str) -> Whe
         raise PullError(f"the package index page {page} is not a PEP 691 project page (no files list)")
     for f in files:
         name = f.get("filename") if isinstance(f, dict) else None
-        m = _WHEEL_RE.match(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            continue
+        m = _WHEEL_RE.match(name)
         if not m or normalize(m.group(1)) != normalize(package) or m.group(2) != version:
             continue
         sha = str((f.get("hashes") or {}).get("sha256", "")).lower()

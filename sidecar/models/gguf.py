@@ -181,7 +181,8 @@ def read_header(path: str | os.PathLike) -> GgufInfo:
         if kv_count > MAX_KV:
             raise r.fail(f"{kv_count} metadata keys (more than {MAX_KV})")
         arch = name = None
-        token_count, fim = 0, frozenset()
+        token_count = 0
+        fim: frozenset[str] = frozenset()
         for _ in range(kv_count):
             key = r.string()
             vtype = r.value_type()

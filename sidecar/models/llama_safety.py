@@ -14,7 +14,7 @@ def disable_extra_buffer_types() -> None:
     has no such field (then the launcher refuses to start rather than risk the crash)."""
     import llama_cpp.llama_cpp as lib
 
-    fields = {name for name, _ in lib.llama_model_params._fields_}
+    fields = {field[0] for field in lib.llama_model_params._fields_}  # (name, type) or (name, type, bits)
     if "use_extra_bufts" not in fields:
         raise RuntimeError(
             "this llama-cpp-python has no llama_model_params.use_extra_bufts; install llama-cpp-python==0.3.36"

@@ -54,8 +54,8 @@ def choose(local_model: str | None, local_model_path: str | None) -> LocalModelC
     ``local_model_path`` (a GGUF path or None), by the rules in the module doc. Never raises:
     problems come back in ``error``."""
     if local_model_path:
-        path = Path(local_model_path).expanduser()
-        return LocalModelChoice(path, path.stem, None)
+        given = Path(local_model_path).expanduser()
+        return LocalModelChoice(given, given.stem, None)
     name = (local_model or "auto").strip().lower()
     if name == "auto":
         return _auto()

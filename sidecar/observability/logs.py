@@ -55,8 +55,10 @@ class JsonLinesFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             out.update(redact_obj(fields))
-        if record.exc_info or record.exc_text:
-            out["exc"] = redact(record.exc_text or self.formatException(record.exc_info))
+        if record.exc_text:
+            out["exc"] = redact(record.exc_text)
+        elif record.exc_info:
+            out["exc"] = redact(self.formatException(record.exc_info))
         # Strict JSON: a field that is NaN or infinite is written as null.
         return dumps(out, ensure_ascii=False, default=lambda o: redact(str(o)))
 
