@@ -13,8 +13,9 @@ A superseded request is answered at once with what it has. See docs/architecture
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from .inflight import InflightStream
 from .request import Answer, Request
@@ -22,13 +23,21 @@ from .request import Answer, Request
 if TYPE_CHECKING:
     from ..metrics import Metrics
 
-#: Returned by :func:`follow` when the stream stopped agreeing with what was typed.
-DIVERGED = object()
+
+class NoStream(enum.Enum):
+    """Why a stream gave a request no answer of its own (neither an answer nor "nothing
+    to show"): it stopped agreeing with what was typed (``DIVERGED``, from
+    :func:`follow`), or there was none to use (``MISS``, from ``reuse.reuse_stream``)."""
+
+    DIVERGED = "diverged"
+    MISS = "miss"
 
 
-async def follow(req: Request, s: InflightStream, typed: str, *, first_line_deadline_ms: float, metrics: Metrics):
+async def follow(
+    req: Request, s: InflightStream, typed: str, *, first_line_deadline_ms: float, metrics: Metrics
+) -> Answer | None | Literal[NoStream.DIVERGED]:
     """Wait on ``s`` for ``req`` per the answer policy (module doc) and return the
-    :class:`Answer` (None: nothing to show), or ``DIVERGED`` once the stream stops
+    :class:`Answer` (None: nothing to show), or ``NoStream.DIVERGED`` once the stream stops
     agreeing with ``typed`` (what the user typed since the stream's anchor).
     ``first_line_deadline_ms`` counts from the stream's first text."""
     deadline_s = first_line_deadline_ms / 1000
@@ -42,7 +51,7 @@ async def follow(req: Request, s: InflightStream, typed: str, *, first_line_dead
                 rem = s.remainder(typed, req.ctx, finished_lines_only=whole)
                 return Answer(rem, "superseded", s, typed) if rem else None
             if not s.agrees(typed):
-                return DIVERGED
+                return NoStream.DIVERGED
             # What the stream has past ``typed``: its answer, and past the answer's end its
             # lookahead (a request after an accept or Enter types into it).
             reach = s.reach
@@ -68,7 +77,8 @@ async def follow(req: Request, s: InflightStream, typed: str, *, first_line_dead
                     timeout = left
             changed = s.changed()
             t = time.perf_counter()
-            await asyncio.wait({changed, sup}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [changed, sup]
+            await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             req.waited_s += time.perf_counter() - t
             if not changed.done():
                 changed.cancel()

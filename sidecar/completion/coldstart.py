@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .inflight import InflightStream
 from .request import Request
@@ -75,7 +75,8 @@ class ColdStart:
             sup = asyncio.ensure_future(req.superseded.wait())
             t = time.perf_counter()
             try:
-                await asyncio.wait({changed, sup}, return_when=asyncio.FIRST_COMPLETED)
+                either: list[asyncio.Future[Any]] = [changed, sup]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 req.waited_s += time.perf_counter() - t
                 sup.cancel()

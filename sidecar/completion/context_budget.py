@@ -52,14 +52,20 @@ def _warmup_tokens(engine: ManagedEngine) -> int:
 
 class ContextBudget:
     """Window budgets and load per backend and model, and the server's open documents
-    (``crossfile``, set by the LSP surface). ``settings()`` gives the live settings,
-    ``target()`` the backend the next stream goes to."""
+    (``crossfile``: the LSP surface's, None without one). ``settings()`` gives the live
+    settings, ``target()`` the backend the next stream goes to."""
 
-    def __init__(self, settings: Callable[[], Settings], target: Callable[[], Backend], metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        target: Callable[[], Backend],
+        metrics: Metrics,
+        crossfile: crossfile.CrossFileContext | None = None,
+    ) -> None:
         self._settings = settings
         self._target = target
         self.metrics = metrics
-        self.crossfile: crossfile.CrossFileContext | None = None
+        self.crossfile = crossfile
         self._windows: dict[str, window.WindowBudget] = {}  # per backend and model
         self._load: dict[str, load.BackendLoad] = {}  # TTFT history per backend and model
         self._typed_at: dict[str, float] = {}  # uri -> time.monotonic() of its last change
@@ -183,7 +189,8 @@ class ContextBudget:
         text = prompt_text(req.body)
         new = budget.new_text(text)
         total = tokens.count(text)
-        timings = info.usage.get("timings") if isinstance(info.usage.get("timings"), dict) else {}
+        reported = info.usage.get("timings")
+        timings = reported if isinstance(reported, dict) else {}
         done, cached = timings.get("prompt_n"), timings.get("cache_n")
         if isinstance(done, int) and isinstance(cached, int) and done + cached > 0:
             new_tokens = round(total * done / (done + cached))

@@ -177,6 +177,8 @@ class Features:
         """The model's input, in ``FEATURE_NAMES`` order."""
         lang = self.language if self.language in LANGUAGES else "other"
         has = self.mean_logprob is not None and self.min_logprob is not None
+        mean = self.mean_logprob if self.mean_logprob is not None else 0.0
+        least = self.min_logprob if self.min_logprob is not None else 0.0
         return (
             [1.0]
             + [1.0 if self.kind == k else 0.0 for k in KINDS]
@@ -191,14 +193,8 @@ class Features:
             # One slope per hole kind: how sure the model must be differs by kind (a
             # mid-word completion is right when sure; at a blank line a sure guess
             # is still often another line than the user's).
-            + [
-                max(-5.0, self.mean_logprob) if has and self.kind == k else 0.0  # type: ignore[arg-type]
-                for k in KINDS
-            ]
-            + [
-                max(-10.0, self.min_logprob) / 2 if has and self.kind == k else 0.0  # type: ignore[arg-type]
-                for k in KINDS
-            ]
+            + [max(-5.0, mean) if has and self.kind == k else 0.0 for k in KINDS]
+            + [max(-10.0, least) / 2 if has and self.kind == k else 0.0 for k in KINDS]
             + [
                 max(-10.0, self.first_logprob) / 2 if has and self.first_logprob is not None and self.kind == k else 0.0
                 for k in KINDS

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .context import CompletionContext
 from .postprocess import StreamFilter, clean
@@ -241,7 +242,8 @@ class InflightStream:
         task = self.task
         if task is None or task.done():
             return ""
-        coro, where = task.get_coro(), ""
+        coro: Any = task.get_coro()  # a coroutine or generator: its frame chain is read below
+        where = ""
         for _ in range(64):
             frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
             if frame is None:

@@ -73,7 +73,9 @@ class Upstream(Protocol):
     completion service builds one (``upstream.BackendUpstream``, on the stream runner);
     a unit test passes a fake one."""
 
-    settings: Settings
+    @property
+    def settings(self) -> Settings:
+        """The live settings."""
 
     async def pump(
         self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool = False

@@ -20,9 +20,9 @@ See docs/architecture.md.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from .answer import DIVERGED, follow
+from .answer import NoStream, follow
 from .inflight import InflightStream
 from .postprocess import clean
 from .request import Answer, Request
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from ..metrics import Metrics
     from .cache import CacheKey, CompletionCache
     from .docstate import DocState
-
-#: Returned by :func:`reuse_stream` when no stream could be used.
-MISS = object()
 
 
 def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
@@ -52,13 +49,13 @@ def stalled(s: InflightStream, ttft_ms: float | None) -> bool:
 
 async def reuse_stream(
     doc: DocState, req: Request, *, ttft_ms: float | None, first_line_deadline_ms: float, metrics: Metrics
-) -> Answer | None | object:
+) -> Answer | None | Literal[NoStream.MISS]:
     """Answer ``req`` from ``doc.stream`` when it agrees (joined, typed through or shown
     again), else close it if it runs. Returns the answer (None: the joined stream had
-    nothing to show), or ``MISS`` when a new stream is needed."""
+    nothing to show), or ``NoStream.MISS`` when a new stream is needed."""
     s = doc.stream
     if s is None:
-        return MISS
+        return NoStream.MISS
     typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
     if stalled(s, ttft_ms):
         metrics.count("sched.stalled_streams")
@@ -72,12 +69,12 @@ async def reuse_stream(
         else:
             metrics.count("sched.joined")
             got = await follow(req, s, typed, first_line_deadline_ms=first_line_deadline_ms, metrics=metrics)
-            if got is not DIVERGED:
+            if got is not NoStream.DIVERGED:
                 return got
             metrics.count("sched.diverged")
     if not s.done and s.close():
         metrics.count("sched.streams_aborted")
-    return MISS
+    return NoStream.MISS
 
 
 async def from_cache(cache: CompletionCache, key: CacheKey, req: Request, metrics: Metrics) -> Answer | None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
-from .answer import DIVERGED, follow
+from .answer import NoStream, follow
 from .deadline import answer_at_deadline, on_cancel, request_deadline
 from .debounce import ceiling_ms, debounce_ms, superseded_within
 from .docstate import DocState, DocStates
@@ -42,7 +42,7 @@ from .inflight import InflightStream
 from .launch import StreamLauncher
 from .prefetch import Prefetcher
 from .request import Answer, Request, Upstream
-from .reuse import MISS, from_cache, reuse_stream, store_stream
+from .reuse import from_cache, reuse_stream, store_stream
 from .slots import StreamSlots
 from .updates import UpdateSink, update_item_id
 
@@ -162,15 +162,15 @@ class Scheduler:
         got = self.prefetch.adopt(doc, req)
         if got is not None:
             return got
-        got = await reuse_stream(
+        reused = await reuse_stream(
             doc,
             req,
             ttft_ms=self.up.recent_ttft_ms(),
             metrics=self.metrics,
             first_line_deadline_ms=self.up.settings.first_line_deadline_ms,
         )
-        if got is not MISS:
-            return got  # type: ignore[return-value]
+        if reused is not NoStream.MISS:
+            return reused
         # 3. Cache.
         if self._cache is not None:
             got = await from_cache(self._cache, self.up.cache_key(req.ctx), req, self.metrics)
@@ -198,10 +198,10 @@ class Scheduler:
 
         # 5. Stream, and answer per the answer policy (6. updates follow in ``request``).
         s = self.streams.start(doc, req)
-        got = await follow(
+        followed = await follow(
             req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics
         )
-        return None if got is DIVERGED else got  # type: ignore[return-value]
+        return None if followed is NoStream.DIVERGED else followed
 
     def _judge(self, req: Request, answer: Answer, text: str, done: bool) -> bool:
         """The gate's verdict on ``text`` for ``req`` (its features are kept on ``req``

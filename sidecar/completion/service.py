@@ -25,6 +25,7 @@ from ..providers import is_local
 from . import tokens
 from .cache import CompletionCache
 from .context_budget import ContextBudget
+from .crossfile import CrossFileContext
 from .gate import Gate
 from .naive import NaivePipeline
 from .reports import Reports
@@ -45,7 +46,9 @@ class CompletionService:
     """Runs completions against the configured backend. ``on_error(err)``: a cause the
     user must act on (``reports.py``: ``window/showMessage``); ``on_log(message)``: a
     notice (``window/logMessage``); ``on_progress(kind, message)``: a model load
-    (``$/progress``); ``on_status(d)``: ``sidecar/status`` payloads."""
+    (``$/progress``); ``on_status(d)``: ``sidecar/status`` payloads; ``crossfile``: the
+    editor's other open documents for prompts (``crossfile/``); ``text_of(uri)``: the
+    editor's current text of a document (None: not open), for retention."""
 
     def __init__(
         self,
@@ -56,6 +59,8 @@ class CompletionService:
         on_update: UpdateSink | None = None,
         on_log: Callable[[str], None] | None = None,
         on_progress: Callable[[str, str], None] | None = None,
+        crossfile: CrossFileContext | None = None,
+        text_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = Metrics()
@@ -76,7 +81,7 @@ class CompletionService:
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
         self.cache = CompletionCache.from_settings(settings)
-        self.contexts = ContextBudget(lambda: self.settings, self._target, self.metrics)
+        self.contexts = ContextBudget(lambda: self.settings, self._target, self.metrics, crossfile)
         self.streams = StreamRunner(
             StreamDeps(
                 settings=lambda: self.settings,
@@ -89,13 +94,14 @@ class CompletionService:
             )
         )
         self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
+        cache = self.cache
         self.gate = Gate(
             self.metrics,
             enabled=settings.gate_enabled,
             threshold=settings.gate_threshold,
             seen_ms=settings.gate_seen_ms,
-            load=(lambda: self.cache.get_state(GATE_STATE)) if self.cache else None,
-            save=(lambda v: self.cache.put_state(GATE_STATE, v)) if self.cache else None,
+            load=(lambda: cache.get_state(GATE_STATE)) if cache else None,
+            save=(lambda v: cache.put_state(GATE_STATE, v)) if cache else None,
         )
         self.gate.on_learned = self._persist_gate
         self.scheduler = Scheduler(
@@ -106,9 +112,9 @@ class CompletionService:
             gate=self.gate,
         )
         self._naive = NaivePipeline(self.streams, self.metrics)
-        # Accepted-and-retained characters; the LSP layer sets ``retention.text_of``.
+        # Accepted-and-retained characters, read from the editor's text (``text_of``).
         self.retention = RetentionTracker(
-            self.metrics, horizons_s=(settings.retained_short_s, settings.retained_long_s)
+            self.metrics, text_of, horizons_s=(settings.retained_short_s, settings.retained_long_s)
         )
         self.scheduler.acceptance.on_taken = self.retention.accepted
 

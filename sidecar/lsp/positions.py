@@ -43,8 +43,8 @@ def line_bounds(text: str, line: int) -> tuple[int, int]:
                 break
         else:
             raise InvalidPosition(f"line {line} is past the end of the document ({n + 1} lines)")
-    m = _EOL.search(text, start)
-    return start, (m.start() if m else len(text))
+    end = _EOL.search(text, start)
+    return start, (end.start() if end else len(text))
 
 
 def offset_at(text: str, line: int, character: int, encoding: str = "utf-16") -> int:

@@ -122,7 +122,12 @@ class SidecarProtocol(DocumentsProtocolMixin, LanguageServerProtocol):
         if future.done():
             self._request_futures.pop(msg_id, None)
         else:
-            future.add_done_callback(lambda _f, key=msg_id: self._request_futures.pop(key, None))
+            futures = self._request_futures
+
+            def forget(_f: object, key: Any = msg_id) -> None:
+                futures.pop(key, None)
+
+            future.add_done_callback(forget)
 
     def set_writer(self, writer: Any, *args: Any, **kwargs: Any) -> None:
         """The last net: no frame written to stdout carries a registered secret."""

@@ -47,6 +47,8 @@ NOTIFY_STATUS = "sidecar/status"
 class SidecarServer(LanguageServer):
     """pygls server holding the settings layers and the completion service."""
 
+    protocol: SidecarProtocol  # protocol_cls below
+
     def __init__(self, base_layers: list[dict[str, Any]], startup_errors: list[str]) -> None:
         super().__init__(
             "sidecar",
@@ -63,6 +65,10 @@ class SidecarServer(LanguageServer):
         self.load_progress = LoadProgress(self)
         # Whether the client renders inline.NOTIFY_UPDATE (see ``client_renders_updates``).
         self.client_updates = False
+        # Other open documents' recent edits and definitions for prompts (completion/crossfile/).
+        self.crossfile = CrossFileContext(lambda: self.workspace.text_documents, lambda: self.workspace.root_path)
+        self.exporter: object | None = None  # the Prometheus endpoint, when prometheus_port is set
+        self.stats_task: asyncio.Task[None] | None = None  # write_stats_forever
 
     # -------------------------------------------------------------- helpers
     def settings(self) -> Settings:
@@ -103,8 +109,6 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
     file's before the environment's (``config.settle``)."""
     base_layers = settle(base_layers, startup_errors, names=(f"config file {config_file_path()}", "the environment"))
     server = SidecarServer(base_layers, startup_errors)
-    # Other open documents' recent edits and definitions for prompts (completion/crossfile/).
-    server.crossfile = CrossFileContext(lambda: server.workspace.text_documents, lambda: server.workspace.root_path)
 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: SidecarServer, params: types.InitializeParams) -> None:
@@ -131,7 +135,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         try:
             settings = ls.settings()
         except ConfigError as exc:  # not after settle(): a last resort
-            last_resort = f"{exc} (using the defaults)"
+            last_resort: str | None = f"{exc} (using the defaults)"
             ls.base_layers = [{}, {}]
             settings = ls.settings()
         else:
@@ -154,9 +158,9 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             on_update=lambda req, text, done, seq: send_update(ls, req, text, done, seq),
             on_log=ls.log_notice,
             on_progress=ls.on_progress,
+            crossfile=ls.crossfile,
+            text_of=lambda uri: _open_text(ls, uri),
         )
-        ls.service.contexts.crossfile = ls.crossfile
-        ls.service.retention.text_of = lambda uri: _open_text(ls, uri)
         log.info("backend: %s, model %s", ls.service.backend.name, ls.service.backend.model)
         if settings.provider_note and settings.resolved_mode != "local":
             log.warning("provider: %s", settings.provider_note)

@@ -188,9 +188,9 @@ class CrossFileContext:
                 candidates.append(("edit", u, ix, max(0, line - EDIT_CONTEXT_LINES), line + EDIT_CONTEXT_LINES + 1))
         for name in names:
             for u, ix in by_recency:
-                line = ix.defs.get(name)
-                if line is not None and line < len(ix.lines):
-                    start, end = _definition_span(ix.lines, line)
+                at = ix.defs.get(name)
+                if at is not None and at < len(ix.lines):
+                    start, end = _definition_span(ix.lines, at)
                     candidates.append(("definition", u, ix, start, end))
         chosen: list[Snippet] = []
         taken: dict[str, list[tuple[int, int]]] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from ...backends.base import StreamInfo, UpstreamRequest
 from ..dialects import DIALECTS
@@ -52,7 +52,7 @@ def continuation(req: UpstreamRequest, produced: str, tokens_used: int) -> Upstr
 
 
 async def stream_healed(
-    stream: Callable[[UpstreamRequest, StreamInfo], AsyncIterator[str]],
+    stream: Callable[[UpstreamRequest, StreamInfo], AsyncGenerator[str, None]],
     req: UpstreamRequest,
     info: StreamInfo,
     api: str,
