@@ -7,7 +7,12 @@ import logging
 import re
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .errors import BackendError
+    from .managed_engine import ManagedEngine
+    from .ratelimit import CoolDown
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +104,7 @@ def json_body(value: Any) -> bytes:
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-def parse_json_object(raw: bytes, info: StreamInfo, what: str = "stream line") -> dict | None:
+def parse_json_object(raw: bytes, info: StreamInfo, what: str = "stream line") -> dict[str, Any] | None:
     """``raw`` (one SSE event's data or one NDJSON line) as a JSON object, or None when
     it is not one: counted in ``info.malformed_events`` and logged (``what`` names it)."""
     try:
@@ -129,24 +134,37 @@ class Backend(Protocol):
     ``loads_models`` True for an engine that may load its model on a request (the
     managed engine, llama-server, Ollama): only there is a first stream that has sent
     nothing a model load to wait for (``completion/coldstart.py``); on a cloud or another
-    OpenAI-compatible server it is a fault, and requests go on without it."""
+    OpenAI-compatible server it is a fault, and requests go on without it.
 
-    name: str
-    model: str
-    provider: str
-    api: str | None
-    base_url: str
-    engine: Any
-    cooldown: Any
-    ready: bool
-    headers_before_prompt: bool
-    loads_models: bool
+    The facts are read-only here: a router computes them from the side in use."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def api(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def engine(self) -> ManagedEngine | None: ...
+    @property
+    def cooldown(self) -> CoolDown | None: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def headers_before_prompt(self) -> bool: ...
+    @property
+    def loads_models(self) -> bool: ...
+
     #: Notices that need no action (engine restarts): the service wires its log channel.
     notify: Callable[[str], None]
     #: ``progress(kind, message)`` around model loads, ``kind`` ``begin`` or ``end``.
     progress: Callable[[str, str], None]
     #: Failed background starts of auto mode's local side.
-    on_local_error: Callable[[Any], None]
+    on_local_error: Callable[[BackendError], None]
 
     async def ensure_ready(self) -> None:
         """Wait until the backend can take a request (a managed engine may still be loading).
@@ -157,6 +175,11 @@ class Backend(Protocol):
     def stream(self, req: UpstreamRequest, info: StreamInfo) -> AsyncGenerator[str, None]:
         """Yield completion text deltas as they arrive (an async generator); closing it
         (``aclose()``) closes the upstream connection. Raises BackendError on an HTTP or transport failure."""
+
+    def expect_prompt(self, prompt: str) -> None:
+        """A request with ``prompt`` waits for this backend's engine to start: a managed
+        engine runs its warm-up on that prompt (``ManagedEngine.wait_ready``); others
+        ignore it."""
 
     async def prewarm(self) -> None:
         """Open a pooled connection ahead of need. Never raises."""
@@ -170,7 +193,7 @@ class Backend(Protocol):
     def sides(self) -> tuple[Backend, ...]:
         """This backend and the ones it routes to (for wiring callbacks)."""
 
-    def record(self, target: Backend, error: Any) -> None:
+    def record(self, target: Backend, error: BackendError | None) -> None:
         """The outcome of one stream on ``target`` (None: success), for a router's breaker."""
 
     def idle_for_s(self) -> float:
@@ -188,15 +211,18 @@ class BackendBase:
     no cooldown, always ready, itself as the pick, no breaker, no pool facts. Concrete
     backends inherit from it and override what they have."""
 
-    engine: Any = None
-    cooldown: Any = None
     headers_before_prompt: bool = False
     loads_models: bool = False
 
     # Read-only here, so that a backend may compute them (a router, an engine's state);
-    # one that stores them declares them as attributes (OpenAICompatBackend).
+    # one that stores them declares them as attributes (OpenAICompatBackend,
+    # LocalEngineBackend).
     @property
-    def api(self) -> str | None:
+    def engine(self) -> ManagedEngine | None:
+        return None
+
+    @property
+    def cooldown(self) -> CoolDown | None:
         return None
 
     @property
@@ -210,15 +236,18 @@ class BackendBase:
     def __init__(self) -> None:
         self.notify: Callable[[str], None] = lambda _msg: None
         self.progress: Callable[[str, str], None] = lambda _kind, _msg: None
-        self.on_local_error: Callable[[Any], None] = lambda _err: None
+        self.on_local_error: Callable[[BackendError], None] = lambda _err: None
 
-    def pick(self) -> Any:
-        return self
+    def expect_prompt(self, prompt: str) -> None:
+        return None
 
-    def sides(self) -> tuple[Any, ...]:
-        return (self,)
+    def pick(self) -> Backend:
+        return self  # type: ignore[return-value]  # each concrete backend completes the protocol
 
-    def record(self, target: Any, error: Any) -> None:
+    def sides(self) -> tuple[Backend, ...]:
+        return (self,)  # type: ignore[return-value]  # as pick()
+
+    def record(self, target: Backend, error: BackendError | None) -> None:
         return None
 
     def idle_for_s(self) -> float:

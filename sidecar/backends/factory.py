@@ -9,7 +9,7 @@ from typing import Any
 from .. import providers as P
 from ..config import Settings
 from ..models.select import choose as choose_local_model
-from .base import StreamInfo, UpstreamRequest
+from .base import Backend, StreamInfo, UpstreamRequest
 from .errors import BAD_KEY, BackendError, bad_key_message, key_hint
 from .local_engine import LocalEngineBackend
 from .managed_engine import ManagedEngine
@@ -17,7 +17,7 @@ from .openai_compat import OpenAICompatBackend
 from .router import RouterBackend
 
 
-def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | None = None) -> Any:
+def build_backend(settings: Settings, on_switch: Callable[[str, str], None] | None = None) -> Backend:
     """The backend for ``settings.resolved_mode``: the cloud backend, the local one, or
     (``auto`` with a cloud configured) a router that prefers local while it is healthy."""
     mode = settings.resolved_mode
@@ -89,7 +89,7 @@ def build_cloud(settings: Settings) -> OpenAICompatBackend:
     )
 
 
-def build_local(settings: Settings) -> Any:
+def build_local(settings: Settings) -> Backend:
     """The local side: the managed llama-cpp-python engine with the model that
     ``local_model`` / ``local_model_path`` select (:mod:`sidecar.models.select`: by
     default the installed code model that fits, else the shipped SmolLM2 GGUF), or an external engine at ``local_url``: llama.cpp's ``llama-server``,
@@ -137,13 +137,13 @@ def _external(settings: Settings, **extra: Any) -> dict[str, Any]:
     )
 
 
-def _llama_server(settings: Settings) -> Any:
+def _llama_server(settings: Settings) -> Backend:
     from .llama_server import LlamaServerBackend
 
     return LlamaServerBackend(**_external(settings, ready_timeout_s=settings.cold_start_timeout_ms / 1000))
 
 
-def _ollama(settings: Settings) -> Any:
+def _ollama(settings: Settings) -> Backend:
     from .ollama import OllamaBackend
 
     return OllamaBackend(**_external(settings, ready_timeout_s=settings.cold_start_timeout_ms / 1000))
@@ -154,7 +154,7 @@ def _openai_engine(settings: Settings) -> OpenAICompatBackend:
 
 
 #: ``local_engine`` -> the builder of its backend.
-_LOCAL_BUILDERS: dict[P.LocalEngine, Callable[[Settings], Any]] = {
+_LOCAL_BUILDERS: dict[P.LocalEngine, Callable[[Settings], Backend]] = {
     P.MANAGED: _managed,
     P.LLAMA_SERVER: _llama_server,
     P.OLLAMA: _ollama,

@@ -58,7 +58,6 @@ class LocalEngineBackend(BackendBase):
     - ``progress(kind, message)`` is called with ``"begin"`` and ``"end"`` around each
       model load.
     """
-
     provider = LOCAL.name
     api = "llama-cpp-python"
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated
@@ -73,7 +72,7 @@ class LocalEngineBackend(BackendBase):
         choice: LocalModelChoice | None = None,
     ) -> None:
         super().__init__()
-        self.engine = engine
+        self._engine = engine
         self.name = MANAGED.label
         # The model name is the GGUF's file stem: the prompt builder picks the FIM
         # template by it (``qwen2.5-coder-0.5b-instruct`` -> Qwen's FIM tokens).
@@ -219,10 +218,15 @@ class LocalEngineBackend(BackendBase):
                 actionable=False,
             ) from None
 
-    def expect_prompt(self, prompt: object) -> None:
+    @property
+    def engine(self) -> ManagedEngine:
+        """The engine process this backend runs (never None here)."""
+        return self._engine
+
+    def expect_prompt(self, prompt: str) -> None:
         """A completion request with this prompt waits for the engine: if the warm-up has
         not started, it runs on this prompt (``ManagedEngine.wait_ready``)."""
-        if isinstance(prompt, str) and prompt and not self.ready:
+        if prompt and not self.ready:
             self.engine.waiting_prompt = prompt
 
     async def prewarm(self) -> None:

@@ -62,9 +62,10 @@ class OpenAICompatBackend(_OpenAIEvents, BackendBase):
     """
 
     #: The wire format (a dialect of ``completion/dialects.py``); engine subclasses set theirs.
-    api: str | None = "openai"
-    #: Set in ``__init__``; a class attribute, as it replaces BackendBase's read-only property.
+    api: str = "openai"
+    #: Set in ``__init__``; class attributes, as they replace BackendBase's read-only properties.
     base_url: str = ""
+    cooldown: CoolDown | None = None
 
     def __init__(
         self,

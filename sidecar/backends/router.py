@@ -15,10 +15,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .base import BackendBase
+from .base import Backend, BackendBase
 from .errors import CONNECTION, ENGINE, OVERLOADED, TIMEOUT, BackendError
+
+if TYPE_CHECKING:
+    from .managed_engine import ManagedEngine
+    from .ratelimit import CoolDown
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,8 @@ class RouterBackend(BackendBase):
 
     def __init__(
         self,
-        local: Any,
-        cloud: Any,
+        local: Backend,
+        cloud: Backend,
         on_switch: Callable[[str, str], None] | None = None,
         cooldown_s: float = COOLDOWN_S,
     ) -> None:
@@ -54,7 +58,7 @@ class RouterBackend(BackendBase):
 
     # The attributes other code reads describe the side in use now.
     @property
-    def current(self) -> Any:
+    def current(self) -> Backend:
         return self.pick()
 
     @property
@@ -70,11 +74,11 @@ class RouterBackend(BackendBase):
         return self.current.model
 
     @property
-    def api(self) -> str | None:
+    def api(self) -> str:
         return self.current.api
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> ManagedEngine | None:
         return self.local.engine
 
     @property
@@ -82,14 +86,14 @@ class RouterBackend(BackendBase):
         return self.current.base_url
 
     @property
-    def cooldown(self) -> Any:
+    def cooldown(self) -> CoolDown | None:
         return self.current.cooldown
 
     @property
     def ready(self) -> bool:
         return self.current.ready
 
-    def sides(self) -> tuple[Any, ...]:
+    def sides(self) -> tuple[Backend, ...]:
         return (self, self.local, self.cloud)
 
     def idle_for_s(self) -> float:
@@ -101,7 +105,7 @@ class RouterBackend(BackendBase):
     def busy_connections(self) -> int | None:
         return self.current.busy_connections()
 
-    def pick(self) -> Any:
+    def pick(self) -> Backend:
         """The backend for the next stream."""
         now = time.monotonic()
         alive = self.local.ready  # a managed engine knows if its process lives
@@ -116,7 +120,7 @@ class RouterBackend(BackendBase):
             self._on_switch(side, why)
         return self.local if side == "local" else self.cloud
 
-    def record(self, target: Any, error: BackendError | None) -> None:
+    def record(self, target: Backend, error: BackendError | None) -> None:
         """Feed the breaker with the outcome of a stream on ``target``."""
         if target is not self.local:
             return

@@ -163,7 +163,7 @@ class ContextBudget:
         engine = b.engine
         target = window.target_ms(s.target_ttft_ms, is_local(b.provider))
         if engine is not None and target > 0 and budget.prior_ms_per_token is None:
-            if getattr(engine, "warmup_ms", None):
+            if engine.warmup_ms:
                 # The managed engine's warm-up prompt measured this machine and model once
                 # (window.py, "Prior"): the session's first prompts are sized by it.
                 budget.set_prior(engine.warmup_ms / _warmup_tokens(engine))

@@ -18,8 +18,8 @@ See docs/architecture.md ("Cold backends").
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from .coldstart import ColdStart
 from .inflight import InflightStream
@@ -132,7 +132,7 @@ class StreamLauncher:
 
         self._keep(later())
 
-    def _keep(self, coro) -> None:
+    def _keep(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._after_load.add(task)
         task.add_done_callback(self._after_load.discard)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..backends.base import Backend
@@ -195,7 +195,7 @@ class CompletionService:
             t.cancel()
         await self.backend.aclose()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         t = asyncio.ensure_future(coro)
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)

@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import retention
 
+if TYPE_CHECKING:
+    from .service import CompletionService
 
-async def completion_stats(service: Any) -> dict[str, Any]:
+
+async def completion_stats(service: CompletionService) -> dict[str, Any]:
     """The ``sidecar.stats`` payload: counters, latency percentiles in ms, cache,
     acceptance, prefetch, status and the scheduler's runtime figures."""
     snap = service.metrics.snapshot()

@@ -131,15 +131,13 @@ class StreamRunner:
         model = target.model
         rejected = self._rejected.setdefault(model, set())
         out = StreamOutcome(info=StreamInfo())
-        expect = getattr(target, "expect_prompt", None)
-        if expect is not None and not target.ready:
+        if target.engine is not None and not target.ready:
             # A managed engine still starting runs its warm-up on this request's prompt,
             # which it then has in its KV cache (ManagedEngine.wait_ready).
-            expect(
-                self._build(ctx, choose_strategy(target.api, model, s.fim, frozenset(rejected)), target, model)[
-                    2
-                ].body.get("prompt")
-            )
+            strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
+            prompt = self._build(ctx, strategy, target, model)[2].body.get("prompt")
+            if isinstance(prompt, str):
+                target.expect_prompt(prompt)
         try:
             await target.ensure_ready()
         except BackendError as err:
@@ -148,7 +146,7 @@ class StreamRunner:
             out.error = err
             return out
         out.wait_ms = (time.perf_counter() - t0) * 1000
-        cooldown = getattr(target, "cooldown", None)
+        cooldown = target.cooldown
         if cooldown is not None and not cooldown.admit():
             # The backend said 429/503 and its window is not over (backends/ratelimit.py):
             # nothing goes upstream; no message (the episode's first failure had one).
@@ -172,7 +170,7 @@ class StreamRunner:
             try:
                 async with asyncio.timeout(deadline_ms / 1000) as limit:
 
-                    def answered(limit=limit) -> None:
+                    def answered(limit: asyncio.Timeout = limit) -> None:
                         # The first bytes came: the backend is up (and loaded), so from
                         # now on the ordinary deadline holds.
                         nonlocal deadline_ms

@@ -86,7 +86,7 @@ class BackendUpstream:
         no stream event since it started or came back (it may load its model on the next
         request). A cloud's silent first stream is a fault, never a load to wait for."""
         target = self._target()
-        return bool(getattr(target, "loads_models", False)) and self.runner.cold(target)
+        return target.loads_models and self.runner.cold(target)
 
     def backend_silent(self) -> bool:
         """No stream event from the backend the next stream would use since it started

@@ -8,18 +8,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
 from ..completion.stats import completion_stats
-from ..config import ConfigError, build
+from ..config import ConfigError, Settings, build
 from ..observability.strictjson import finite
+
+if TYPE_CHECKING:
+    from .server import SidecarServer
 
 log = logging.getLogger(__name__)
 
 
-async def stats_payload(ls: Any) -> dict[str, Any]:
+async def stats_payload(ls: SidecarServer) -> dict[str, Any]:
     """What ``sidecar.stats`` returns (and the stats file holds): counters, latency
     percentiles in ms, cache, acceptance, prefetch and runtime figures. A figure that is
     not a finite number is null (strict JSON, observability/strictjson.py)."""
@@ -29,13 +32,14 @@ async def stats_payload(ls: Any) -> dict[str, Any]:
     snap["runtime"] = {
         "tasks": len(asyncio.all_tasks()),
         # Handler futures pygls holds (requests in progress; see SidecarProtocol._execute_handler).
-        "request_futures": len(getattr(ls.protocol, "_request_futures", ())),
+        "request_futures": len(ls.protocol._request_futures),
         **snap["runtime"],
     }
-    return finite(snap)
+    clean: dict[str, Any] = finite(snap)
+    return clean
 
 
-async def write_stats_forever(ls: Any, every_s: float = 2.0) -> None:
+async def write_stats_forever(ls: SidecarServer, every_s: float = 2.0) -> None:
     """Keep ``<state dir>/sidecar/stats/<pid>.json`` current for ``sidecar stats``."""
     from ..observability import statsfile
 
@@ -52,7 +56,7 @@ async def write_stats_forever(ls: Any, every_s: float = 2.0) -> None:
         await asyncio.sleep(every_s)
 
 
-async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
+async def switch_mode(ls: SidecarServer, mode: str) -> dict[str, Any]:
     """Switch between the cloud backend, the local engine and ``auto`` at run time. Open
     documents are kept; the old backend's streams are closed; cache keys carry backend and
     model, so results never mix; ``sidecar/status`` tells the editor.
@@ -81,7 +85,7 @@ async def switch_mode(ls: Any, mode: str) -> dict[str, Any]:
     return {**status, "mode": mode, "changed": changed}
 
 
-def _refused(ls: Any, current: Any, message: str) -> dict[str, Any]:
+def _refused(ls: SidecarServer, current: Settings, message: str) -> dict[str, Any]:
     """A mode switch that cannot be made: one warning (logged and shown), the mode in use kept."""
     message = f"{message}; staying in {current.resolved_mode} mode"
     log.warning("%s", message)

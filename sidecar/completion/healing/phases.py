@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from ...backends.base import StreamInfo, UpstreamRequest
 from ..dialects import DIALECTS
@@ -57,7 +57,7 @@ async def stream_healed(
     info: StreamInfo,
     api: str,
     heal: str,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Yield the deltas of ``req`` from ``stream`` (a backend's ``stream``), in two phases
     where :func:`split_request` says so: the constrained request until the heal is out,
     then :func:`continuation`. ``info`` describes the whole: TTFT from the first phase,
