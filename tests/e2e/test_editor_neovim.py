@@ -49,7 +49,7 @@ local function finish()
 end
 
 local ok, err = pcall(function()
-  require("sidecar").setup({ cmd = cfg.cmd, filetypes = { "python" }, native = cfg.native })
+  require("sidecar").setup({ cmd = cfg.cmd, filetypes = { "python" }, native = cfg.native, keymaps = cfg.keymaps })
 end)
 if not ok then
   result.error = "setup: " .. tostring(err)
@@ -62,6 +62,7 @@ if not cfg.native then
   local ghost = require("sidecar.ghost")
   local trigger = ghost.trigger
   ghost.trigger = function(...)
+    if result.no_more_requests then return false end
     result.steps[#result.steps + 1] = "request@" .. (vim.loop.now() - t0)
     return trigger(...)
   end
@@ -129,7 +130,13 @@ local function step()
       result.ghost_hl = m.hl
       result.mode_when_shown = api.nvim_get_mode().mode
       result.line_when_shown = api.nvim_buf_get_lines(0, 1, 2, false)[1]
-      go_to("stream")
+      if cfg.scenario == "partial_early" then
+        -- Take a word at once, while the rest is still streaming.
+        api.nvim_feedkeys(api.nvim_replace_termcodes(cfg.keys.word, true, false, true), "mt", false)
+        go_to("word")
+      else
+        go_to("stream")
+      end
     end
   elseif phase == "stream" then
     local m = ghost_mark()
@@ -139,11 +146,43 @@ local function step()
         -- Type the first three characters the ghost text shows.
         api.nvim_feedkeys("tot", "nt", false)
         go_to("typing")
+      elseif cfg.scenario == "partial" then
+        -- Take a word through the mapping, as a user would.
+        api.nvim_feedkeys(api.nvim_replace_termcodes(cfg.keys.word, true, false, true), "mt", false)
+        go_to("word")
       else
         -- Accept through the mapping, as a user would.
         api.nvim_feedkeys(api.nvim_replace_termcodes("<Tab>", true, false, true), "mt", false)
         go_to("accepting")
       end
+    end
+  elseif phase == "word" or phase == "line" then
+    -- After a partial accept: the buffer has the part, the rest is still shown after it
+    -- (all of it, once streamed), also after a while (longer than any debounce: nothing
+    -- asks for it again).
+    local line2 = api.nvim_buf_get_lines(0, 1, 2, false)[1]
+    local m = ghost_mark()
+    if line2 == cfg.expect_partial[phase] and m and vim.deep_equal(m.lines, cfg.expect_lines)
+        and now - phase_t >= cfg.settle_ms then
+      result["after_" .. phase] = { line = line2, text = m.text, lines = m.lines, pos = { m.row, m.col },
+        cursor = api.nvim_win_get_cursor(0), mode = api.nvim_get_mode().mode }
+      if phase == "word" then
+        api.nvim_feedkeys(api.nvim_replace_termcodes(cfg.keys.line, true, false, true), "mt", false)
+        go_to("line")
+      else
+        api.nvim_feedkeys(api.nvim_replace_termcodes("<Tab>", true, false, true), "mt", false)
+        go_to("rest")
+      end
+    end
+  elseif phase == "rest" then
+    -- The whole accept of what was left.
+    if api.nvim_buf_line_count(0) > 5 then
+      -- No new suggestion after it: the stats count the one that was shown.
+      result.no_more_requests = true
+      if cfg.native then vim.lsp.inline_completion.enable(false) end
+      result.lines = api.nvim_buf_get_lines(0, 0, -1, false)
+      result.cursor = api.nvim_win_get_cursor(0)
+      go_to("stats")
     end
   elseif phase == "typing" then
     local line2 = api.nvim_buf_get_lines(0, 1, 2, false)[1]
@@ -176,7 +215,13 @@ local function step()
           if e then result.stats_error = e.message return end
           local acc = res and res.acceptance or {}
           result.accepted = acc.accepted
-          if (acc.accepted or 0) >= 1 or vim.loop.now() - phase_t > 5000 then
+          result.acceptance = acc
+          result.counters = res and res.counters or {}
+          local done = (acc.accepted or 0) >= 1
+          if cfg.scenario:find("^partial") then
+            done = (acc.full or 0) >= 1 and (acc.partial or 0) >= 2
+          end
+          if done or vim.loop.now() - phase_t > 5000 then
             result.status = vim.g.sidecar_status
             timer:stop()
             finish()
@@ -247,7 +292,8 @@ def simulator(tmp_path):
 
 
 def _run_neovim(nvim: str, tmp_path: Path, base_url: str, native: bool, expect_lines: list[str],
-                scenario: str = "accept") -> dict:
+                scenario: str = "accept", keymaps: dict[str, str] | None = None,
+                keys: dict[str, str] | None = None, expect_partial: dict[str, str] | None = None) -> dict:
     work = tmp_path / "work"
     work.mkdir()
     src = work / "total.py"
@@ -261,7 +307,12 @@ def _run_neovim(nvim: str, tmp_path: Path, base_url: str, native: bool, expect_l
         "timeout_ms": 25000,
         "expect_lines": expect_lines,
         "scenario": scenario,
+        "keys": keys or {},
+        "expect_partial": expect_partial or {},
+        "settle_ms": 400,
     }
+    if keymaps:
+        cfg["keymaps"] = keymaps
     init = tmp_path / "init.lua"
     init.write_text(HARNESS.replace("__CFG__", json.dumps(json.dumps(cfg))))
     env = sidecar_env(
@@ -373,6 +424,120 @@ def test_native_inline_completion(nvim_native, tmp_path, simulator):
     print(f"Neovim {r['nvim']} (native): ghost text {r['ghost']!r}, steps {r['steps']}")
 
 
+# Partial accepts: a word, a line, then the rest with <Tab>.
+WORD, LINE = "total", " = 0"
+REST = OUTPUT[len(WORD + LINE):]  # "\n    for x in xs:\n        total += x"
+DEFAULT_KEYS = {"word": "<M-w>", "line": "<M-l>"}
+
+
+def _run_partial(nvim: str, tmp_path: Path, base_url: str, native: bool, keys: dict[str, str],
+                 keymaps: dict[str, str] | None = None, scenario: str = "partial") -> dict:
+    return _run_neovim(nvim, tmp_path, base_url, native=native, expect_lines=OUTPUT.split("\n")[1:],
+                       scenario=scenario, keys=keys, keymaps=keymaps,
+                       expect_partial={"word": "    " + WORD, "line": "    " + WORD + LINE})
+
+
+def _check_partial_accepts(r: dict, native: bool, early: bool = False) -> None:
+    first, *rest = OUTPUT.split("\n")
+    assert r["mode"] == ("native" if native else "ghost")
+    assert r["ghost_pos"] == [1, 4]
+    assert r["ghost"] == first if not early else r["ghost"].startswith(WORD), r["ghost"]
+    # The word went in; the rest of the line and the further lines stay shown after it.
+    assert r["after_word"] == {"line": "    total", "text": " = 0", "lines": rest, "pos": [1, 9],
+                               "cursor": [2, 9], "mode": "i"}, r["after_word"]
+    # The rest of the line went in (not its line break); the further lines stay shown.
+    assert r["after_line"] == {"line": "    total = 0", "text": "", "lines": rest, "pos": [1, 13],
+                               "cursor": [2, 13], "mode": "i"}, r["after_line"]
+    # <Tab> took the rest.
+    assert r["lines"] == ["def total(xs):", "    " + first, *rest, "", "print(total([1, 2]))"], r["lines"]
+    assert r["cursor"] == [4, len(rest[-1])]
+    acc = r["acceptance"]
+    # One suggestion, shown once (sidecar/didShowCompletion: neither its growth nor the
+    # rest left after a partial accept is a new one) and taken in three goes: two partial
+    # accepts (e.g. [id, 5], [id, 9]: UTF-16 units of the item taken so far) of 9
+    # characters in all, then one whole accept (the item's own command) of the rest.
+    assert acc["displayed"] == 1, acc
+    assert acc["accepted"] == 1, acc
+    assert acc["partial"] == 2 and acc["full"] == 1, acc
+    assert acc["partial_chars"] == len(WORD + LINE) == 9, acc
+    assert acc["full_chars"] == len(REST), acc
+    assert acc["accepted_chars"] == acc["partial_chars"] + acc["full_chars"] == len(OUTPUT), acc
+    if not early:
+        # The rest shown after a partial accept was not asked for again: one answer.
+        assert acc["shown"] == 1, acc
+
+
+def test_partial_accepts_native(nvim_native, tmp_path, simulator):
+    """Neovim 0.12's native path: <M-w> takes "total", <M-l> " = 0", the rest stays
+    drawn after each, <Tab> takes the rest; the sidecar counts one shown, two partial and
+    one whole accept."""
+    r = _run_partial(nvim_native, tmp_path, simulator, native=True, keys=DEFAULT_KEYS)
+    _check_partial_accepts(r, native=True)
+    print(f"Neovim {r['nvim']} (native): partial accepts, steps {r['steps']}, acceptance {r['acceptance']}")
+
+
+def test_partial_accepts_plugin_on_neovim_011(nvim_011, tmp_path, simulator):
+    """The fallback plugin on Neovim 0.11.4, default keys."""
+    r = _run_partial(nvim_011, tmp_path, simulator, native=False, keys=DEFAULT_KEYS)
+    _check_partial_accepts(r, native=False)
+    print(f"Neovim {r['nvim']}: partial accepts, steps {r['steps']}, acceptance {r['acceptance']}")
+
+
+def test_partial_accepts_plugin_custom_keys(nvim, tmp_path, simulator):
+    """The fallback plugin on `nvim` (Debian's 0.7.2), with the keys set through
+    setup({ keymaps = ... })."""
+    r = _run_partial(nvim, tmp_path, simulator, native=False, keys={"word": "<C-Right>", "line": "<C-Down>"},
+                     keymaps={"accept_word": "<C-Right>", "accept_line": "<C-Down>"})
+    _check_partial_accepts(r, native=False)
+    print(f"Neovim {r['nvim']}: partial accepts, steps {r['steps']}, acceptance {r['acceptance']}")
+
+
+def test_partial_accept_while_streaming(nvim_011, tmp_path):
+    """The fallback plugin takes a word as soon as the suggestion shows, while the rest is
+    still streaming (20 tokens/s): the rest keeps growing after the word, and the counts
+    are the same (the grown rest comes as a new item at the cursor, so nothing counts twice)."""
+    with simulator_process(tmp_path, OUTPUT, ttft_ms=20, tokens_per_s=20) as url:
+        r = _run_partial(nvim_011, tmp_path, url, native=False, keys=DEFAULT_KEYS, scenario="partial_early")
+    _check_partial_accepts(r, native=False, early=True)
+    print(f"Neovim {r['nvim']}: partial accept while streaming, ghost {r['ghost']!r}, steps {r['steps']}, "
+          f"acceptance {r['acceptance']}")
+
+
+TAKE_CASES = [
+    # (what is left of the suggestion, unit, what one key takes)
+    ("total = 0\n    for x", "word", "total"),
+    (" = 0\n    for x", "word", " ="),
+    (" 0\n    for x", "word", " 0"),
+    ("\n    for x in xs:", "word", "\n    for"),
+    ("(x)", "word", "("),
+    ("  ", "word", "  "),
+    ("caf\u00e9_2 = 1", "word", "caf\u00e9_2"),
+    ("total = 0\n    for x", "line", "total = 0"),
+    ("\n    for x in xs:\n        total += x", "line", "\n    for x in xs:"),
+    ("x", "line", "x"),
+]
+
+
+def test_partial_take_rules(nvim, tmp_path):
+    """lua/sidecar/partial.lua: what a word and a line are (docs/editors.md), and the
+    UTF-16 length reported to the sidecar."""
+    cases, result_file = tmp_path / "cases.json", tmp_path / "result.json"
+    cases.write_text(json.dumps([[rest, unit] for rest, unit, _ in TAKE_CASES] + [["a\U0001F600\u00e9", "units"]]))
+    lua = (f"vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))}) "
+           "local p = require('sidecar.partial') local out = {} "
+           f"for _, c in ipairs(vim.fn.json_decode(table.concat(vim.fn.readfile({json.dumps(str(cases))}), '\\n'))) do "
+           "out[#out + 1] = c[2] == 'units' and p.utf16_units(c[1]) or p.take(c[1], c[2]) end "
+           f"vim.fn.writefile({{vim.fn.json_encode(out)}}, {json.dumps(str(result_file))})")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
+           "NVIM_LOG_FILE": str(tmp_path / "nvim.log")}
+    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-u", "NONE", "-c", "lua " + lua, "-c", "qa!"],
+                          env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert result_file.exists(), (proc.returncode, proc.stdout, proc.stderr)
+    out = json.loads(result_file.read_text())
+    assert out[:-1] == [taken for _, _, taken in TAKE_CASES]
+    assert out[-1] == 4  # a, the emoji (a surrogate pair), e-acute
+
+
 STUB_HARNESS = r"""
 -- Neovim 0.12's vim.lsp.config / enable / inline_completion, stubbed, to check what
 -- setup() hands them on an older Neovim. The real 0.12 path runs in
@@ -398,8 +563,8 @@ vim.api.nvim_create_autocmd = function(event, opts)
   if event == "LspAttach" then attach_cb = opts.callback return 0 end
   return real_autocmd(event, opts)
 end
-local map_fn
-vim.keymap.set = function(mode, lhs, fn, opts) map_fn = fn calls.maps[#calls.maps + 1] = { mode, lhs, opts.expr, opts.buffer } end
+local map_fns = {}
+vim.keymap.set = function(mode, lhs, fn, opts) map_fns[lhs] = fn calls.maps[#calls.maps + 1] = { mode, lhs, opts.expr, opts.buffer } end
 vim.lsp.get_client_by_id = function(id) return { id = id, name = id == 1 and "sidecar" or "other" } end
 
 require("sidecar").setup({ cmd = { "python3", "-m", "sidecar", "serve" }, settings = { model = "m" } })
@@ -411,10 +576,12 @@ local out = {
   cmd = c.cmd, filetypes_has_python = vim.tbl_contains(c.filetypes, "python"),
   init_options = c.init_options, has_update_handler = c.handlers["sidecar/inlineCompletionUpdate"] ~= nil,
   enable = calls.enable, ic_enable = calls.ic_enable, maps = calls.maps,
-  tab_when_none = map_fn(),
+  tab_when_none = map_fns["<Tab>"](),
+  word_when_none = map_fns["<M-w>"](),
+  line_when_none = map_fns["<M-l>"](),
 }
 accepted = true
-out.tab_when_shown = map_fn() or vim.NIL
+out.tab_when_shown = map_fns["<Tab>"]() or vim.NIL
 local f = io.open(cfg.result, "w")
 f:write(vim.fn.json_encode(out))
 f:close()
@@ -424,7 +591,8 @@ vim.cmd("qa!")
 
 def test_native_setup_wiring_with_stubbed_api(nvim, tmp_path):
     """On any Neovim: setup() on a 0.12 (API stubbed) configures vim.lsp.config/enable,
-    turns on vim.lsp.inline_completion and maps <Tab> to get() for sidecar buffers only."""
+    turns on vim.lsp.inline_completion and maps <Tab> to get(), and <M-w> / <M-l> to the
+    partial accepts, for sidecar buffers only."""
     result_file = tmp_path / "result.json"
     cfg = {"plugin": str(PLUGIN), "result": str(result_file)}
     init = tmp_path / "init.lua"
@@ -441,6 +609,8 @@ def test_native_setup_wiring_with_stubbed_api(nvim, tmp_path):
     assert r["init_options"] == {"model": "m"}
     assert r["has_update_handler"]
     assert r["enable"] == ["sidecar"] and r["ic_enable"] == 1
-    assert r["maps"] == [["i", "<Tab>", True, 7]]
+    assert r["maps"] == [["i", "<Tab>", True, 7], ["i", "<M-w>", True, 7], ["i", "<M-l>", True, 7]]
     assert r["tab_when_none"] == "<Tab>"
+    # With nothing shown the partial-accept keys do what they did (get() returns false).
+    assert r["word_when_none"] == "<M-w>" and r["line_when_none"] == "<M-l>"
     assert r["tab_when_shown"] is None

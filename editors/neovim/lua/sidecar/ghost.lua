@@ -6,8 +6,12 @@
 -- `sidecar/inlineCompletionUpdate` notifications arrive, keeps it while you type the
 -- characters it shows, clears it when the cursor goes elsewhere or you leave Insert mode,
 -- and on accept inserts it and runs the item's command (`sidecar.acceptCompletion`), so
--- the sidecar learns what was accepted.
+-- the sidecar learns what was accepted. `accept_word` / `accept_line` insert a part of it
+-- (partial.lua), report `sidecar.acceptCompletion [id, units]` (UTF-16 units of the item's
+-- text taken so far) and keep the rest on screen, to be taken further. The first time a
+-- request's suggestion is drawn it sends `sidecar/didShowCompletion`.
 local compat = require("sidecar.compat")
+local partial = require("sidecar.partial")
 
 local api = vim.api
 local M = {}
@@ -20,13 +24,25 @@ local TRIGGER_AUTOMATIC = 2
 M.config = {
   debounce_ms = 30,
   hl_group = "SidecarGhost",
-  keymaps = { accept = "<Tab>", trigger_or_accept = "<C-l>", dismiss = false },
+  keymaps = {
+    accept = "<Tab>",
+    trigger_or_accept = "<C-l>",
+    accept_word = "<M-w>",
+    accept_line = "<M-l>",
+    dismiss = false,
+  },
 }
 
 -- bufnr -> state:
 --   client_id, uri, timer, seq (of the latest request), req (the latest request),
 --   req_id (its JSON-RPC id, while pending), shown (what is drawn), typed (a typed char
---   that may agree with the ghost text).
+--   that may agree with the ghost text), notified_req (the last request whose suggestion
+--   was reported with sidecar/didShowCompletion).
+-- shown: req, item, row, col (where the rest starts: the cursor), rest (the text not in
+--   the buffer yet), replace_end, skip (bytes of the item's text that were already in the
+--   buffer when it was drawn), taken (what was typed through or accepted of the item's
+--   text since), tick (the changedtick right after a partial accept; nil once anything
+--   else happens), refetch (asked again at the cursor for the rest of a grown suggestion).
 local buffers = {}
 
 vim.cmd("highlight default link SidecarGhost Comment")
@@ -124,6 +140,50 @@ local function draw(bufnr, shown)
   return api.nvim_buf_set_extmark(bufnr, M.ns, shown.row, shown.col, opts)
 end
 
+--- `sidecar/didShowCompletion` for the first item of `req` that is drawn (once per
+--- request: updates that grow the same suggestion are not shown again).
+local function notify_shown(st, req, item)
+  if st.notified_req == req then
+    return
+  end
+  local id = partial.item_id(item)
+  local client = get_client(st)
+  if not id or not client then
+    return
+  end
+  st.notified_req = req
+  compat.notify(client, "sidecar/didShowCompletion", { id = id })
+end
+
+--- An update of the request a part of whose suggestion was accepted (the cursor is past
+--- the request's position now). When it shows more of the suggestion than is drawn (or
+--- cuts it), ask again at the cursor: the sidecar answers the rest from the same stream
+--- as a new item, whose accepts count from here. Taking the update's item instead would
+--- report the next accept against an item that starts before the part already taken,
+--- which the sidecar would count again.
+local function show_after_partial(bufnr, sh, text, final)
+  local full = text:sub(sh.skip + 1)
+  if full:sub(1, #sh.taken) ~= sh.taken then
+    return
+  end
+  local rest = full:sub(#sh.taken + 1)
+  if rest == sh.rest or (not final and vim.startswith(sh.rest, rest)) then
+    return -- nothing new
+  end
+  if rest == "" then
+    clear(bufnr) -- the suggestion ends where the accepted part ends
+    return
+  end
+  if not sh.refetch then
+    sh.refetch = true
+    vim.schedule(function()
+      if buffers[bufnr] and buffers[bufnr].shown == sh and in_insert_mode() then
+        M.trigger(bufnr, true)
+      end
+    end)
+  end
+end
+
 --- Show `item` (from the answer to, or an update of, request `req`) if the buffer is
 --- still where the request was made. `final`: the last update of the request.
 local function show(bufnr, req, item, from_update, final)
@@ -131,13 +191,21 @@ local function show(bufnr, req, item, from_update, final)
   if not st or st.req ~= req then
     return
   end
-  local row, col = cursor(bufnr)
-  if row ~= req.row or col ~= req.col or not in_insert_mode()
-      or api.nvim_buf_get_changedtick(bufnr) ~= req.changedtick then
-    return
-  end
   local text = item_text(item)
   if not text then
+    return
+  end
+  local row, col = cursor(bufnr)
+  local sh = st.shown
+  if sh and sh.req == req and sh.tick and row == sh.row and col == sh.col and in_insert_mode()
+      and api.nvim_buf_get_changedtick(bufnr) == sh.tick then
+    if from_update then
+      show_after_partial(bufnr, sh, text, final)
+    end
+    return
+  end
+  if row ~= req.row or col ~= req.col or not in_insert_mode()
+      or api.nvim_buf_get_changedtick(bufnr) ~= req.changedtick then
     return
   end
   local client = get_client(st)
@@ -152,12 +220,14 @@ local function show(bufnr, req, item, from_update, final)
   end
   -- The part of the text from the range start to the cursor is already typed.
   local rest = text
+  local skip = 0
   if start_row == row and start_col <= col then
     local typed = compat.buf_line(bufnr, row):sub(start_col + 1, col)
     if text:sub(1, #typed) ~= typed then
       return
     end
     rest = text:sub(#typed + 1)
+    skip = #typed
   elseif start_row ~= row then
     return -- a multi-line range ending elsewhere: not a shape the sidecar sends
   end
@@ -175,6 +245,11 @@ local function show(bufnr, req, item, from_update, final)
     -- new item (its accept command) and follow the new request's updates.
     old.req = req
     old.item = item
+    old.skip = skip
+    old.taken = ""
+    old.tick = nil
+    old.refetch = nil
+    notify_shown(st, req, item)
     return
   end
   local replace_end = nil
@@ -188,8 +263,13 @@ local function show(bufnr, req, item, from_update, final)
     col = col,
     rest = rest,
     replace_end = replace_end,
+    skip = skip,
+    taken = "",
   }
   st.shown.extmark = draw(bufnr, st.shown)
+  if st.shown.extmark then
+    notify_shown(st, req, item)
+  end
 end
 
 local function on_result(bufnr, req, err, result)
@@ -300,6 +380,8 @@ local function sync(bufnr)
       and compat.buf_line(bufnr, row):sub(sh.col + 1, col) == typed then
     sh.col = col
     sh.rest = sh.rest:sub(#typed + 1)
+    sh.taken = sh.taken .. typed
+    sh.tick = nil
     sh.req = nil -- updates of the old request no longer apply; the next request's will
     if sh.rest == "" then
       clear(bufnr)
@@ -360,6 +442,82 @@ function M.accept(bufnr)
   if client then
     execute_command(client, sh.item.command, bufnr)
   end
+  return true
+end
+
+--- Insert the next word or line (`unit`: "word" or "line", see partial.lua) of the shown
+--- suggestion, report it (`sidecar.acceptCompletion [id, UTF-16 units taken so far]`) and
+--- keep the rest shown. Taking all that is left is a whole accept. Returns true if
+--- something was inserted. Not from an `<expr>` mapping: use `accept_part_expr` there.
+function M.accept_part(bufnr, unit)
+  bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
+  local st = buffers[bufnr]
+  local sh = st and st.shown
+  if not sh then
+    return false
+  end
+  local row, col = cursor(bufnr)
+  if row ~= sh.row or col ~= sh.col then
+    clear(bufnr)
+    return false
+  end
+  local piece = partial.take(sh.rest, unit)
+  if piece == "" then
+    return false
+  end
+  if #piece >= #sh.rest then
+    return M.accept(bufnr)
+  end
+  if st.timer then
+    st.timer:stop()
+  end
+  local lines = vim.split(piece, "\n", { plain = true })
+  api.nvim_buf_set_text(bufnr, row, col, row, col, lines)
+  local last_row = row + #lines - 1
+  local last_col = (#lines == 1 and col or 0) + #lines[#lines]
+  if sh.replace_end then
+    -- What the item replaces after the cursor moves with the inserted text.
+    local end_row, end_col = sh.replace_end[1], sh.replace_end[2]
+    if end_row == row then
+      sh.replace_end = { last_row, last_col + (end_col - col) }
+    else
+      sh.replace_end = { end_row + #lines - 1, end_col }
+    end
+  end
+  api.nvim_win_set_cursor(0, { last_row + 1, last_col })
+  sh.row, sh.col = last_row, last_col
+  sh.rest = sh.rest:sub(#piece + 1)
+  sh.taken = sh.taken .. piece
+  -- The rest stays: no new request for this edit (TextChangedI); the request's updates
+  -- are still watched (show_after_partial) while the cursor stays here.
+  sh.tick = api.nvim_buf_get_changedtick(bufnr)
+  sh.extmark = draw(bufnr, sh)
+  local client = get_client(st)
+  local id = partial.item_id(sh.item)
+  if client and id then
+    execute_command(client, { command = sh.item.command.command, arguments = { id, partial.utf16_units(sh.taken) } },
+      bufnr)
+  end
+  return true
+end
+
+function M.accept_word(bufnr)
+  return M.accept_part(bufnr, "word")
+end
+
+function M.accept_line(bufnr)
+  return M.accept_part(bufnr, "line")
+end
+
+--- For <expr> mappings: schedules the partial accept and returns true if a suggestion is shown.
+function M.accept_part_expr(bufnr, unit)
+  bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
+  if not M.visible(bufnr) then
+    return false
+  end
+  vim.schedule(function()
+    M.accept_part(bufnr, unit)
+  end)
   return true
 end
 
@@ -428,6 +586,18 @@ local function map_keys(bufnr)
       return ""
     end)
   end
+  for _, part in ipairs({ { km.accept_word, "word" }, { km.accept_line, "line" } }) do
+    local lhs, unit = part[1], part[2]
+    if lhs then
+      vim.keymap.set("i", lhs, function()
+        if M.accept_part_expr(bufnr, unit) then
+          return ""
+        end
+        return lhs
+      end, { buffer = bufnr, expr = true, replace_keycodes = true, silent = true,
+        desc = "sidecar: accept the next " .. unit .. " of the suggestion" })
+    end
+  end
   if km.dismiss then
     local lhs = km.dismiss
     expr_map(lhs, function()
@@ -468,6 +638,11 @@ function M.attach(client, bufnr)
   end)
   au("TextChangedI", function()
     sync(bufnr)
+    local st = buffers[bufnr]
+    local sh = st and st.shown
+    if sh and sh.tick and sh.tick == api.nvim_buf_get_changedtick(bufnr) then
+      return -- a partial accept: the rest of the suggestion is still shown
+    end
     schedule_trigger(bufnr)
   end)
   au("CursorMovedI", function()

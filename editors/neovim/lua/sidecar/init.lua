@@ -3,10 +3,12 @@
 --   require("sidecar").setup({ ... })
 --
 -- Neovim 0.12+: configures the LSP client with vim.lsp.config/vim.lsp.enable and turns on
--- the native vim.lsp.inline_completion; <Tab> accepts a shown suggestion.
+-- the native vim.lsp.inline_completion (lua/sidecar/native.lua adds partial accepts and
+-- the shown notification); <Tab> accepts a shown suggestion.
 -- Neovim 0.7-0.11: starts the client itself and draws ghost text with extmarks
 -- (lua/sidecar/ghost.lua), streaming the suggestion as the sidecar's update
 -- notifications arrive; <Tab> accepts a shown suggestion, <C-l> asks for one now.
+-- Both: <M-w> accepts the next word of it, <M-l> the rest of its line; the rest stays.
 local compat = require("sidecar.compat")
 
 local api = vim.api
@@ -31,6 +33,12 @@ M.defaults = {
   keymaps = {
     accept = "<Tab>", -- accepts when a suggestion is shown, else inserts a Tab
     trigger_or_accept = "<C-l>", -- plugin only: accepts, or asks for a suggestion now
+    -- Partial accepts, when a suggestion is shown (else the key does what it did); the
+    -- rest stays shown. Alt chords have no Insert-mode meaning of their own (unmapped,
+    -- <M-w> is <Esc>w), unlike <C-Right> (word motion) or <C-w>/<C-u>/<C-j> (editing),
+    -- and Ctrl-arrows are taken by some desktops. false maps none.
+    accept_word = "<M-w>", -- the next word (with the white space before it)
+    accept_line = "<M-l>", -- the rest of the current line (or the next line, at its end)
     dismiss = false, -- plugin only: e.g. "<C-]>"
   },
   debounce_ms = 30, -- plugin only; the sidecar has its own adaptive debounce
@@ -176,25 +184,37 @@ local function setup_native(opts)
   })
   vim.lsp.enable("sidecar")
   vim.lsp.inline_completion.enable()
-  local accept = opts.keymaps.accept
-  if accept then
-    local group = api.nvim_create_augroup("sidecar_native", { clear = true })
-    api.nvim_create_autocmd("LspAttach", {
-      group = group,
-      callback = function(args)
-        local client = vim.lsp.get_client_by_id(args.data.client_id)
-        if not client or client.name ~= "sidecar" then
-          return
+  local native = require("sidecar.native")
+  local km = opts.keymaps or {}
+  local group = api.nvim_create_augroup("sidecar_native", { clear = true })
+  api.nvim_create_autocmd("LspAttach", {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if not client or client.name ~= "sidecar" then
+        return
+      end
+      native.attach(client, args.buf)
+      local function map(lhs, fn, desc)
+        if lhs then
+          vim.keymap.set("i", lhs, function()
+            if not fn() then
+              return lhs
+            end
+          end, { buffer = args.buf, expr = true, replace_keycodes = true, silent = true, desc = desc })
         end
-        vim.keymap.set("i", accept, function()
-          if not vim.lsp.inline_completion.get() then
-            return accept
-          end
-        end, { buffer = args.buf, expr = true, replace_keycodes = true, silent = true,
-          desc = "sidecar: accept the suggestion" })
-      end,
-    })
-  end
+      end
+      map(km.accept, function()
+        return vim.lsp.inline_completion.get()
+      end, "sidecar: accept the suggestion")
+      map(km.accept_word, function()
+        return native.accept_part(args.buf, "word")
+      end, "sidecar: accept the next word of the suggestion")
+      map(km.accept_line, function()
+        return native.accept_part(args.buf, "line")
+      end, "sidecar: accept the next line of the suggestion")
+    end,
+  })
 end
 
 -- Neovim 0.7-0.11 (or native = false): our own client start and the ghost-text plugin.
