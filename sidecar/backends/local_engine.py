@@ -58,6 +58,7 @@ class LocalEngineBackend(BackendBase):
     - ``progress(kind, message)`` is called with ``"begin"`` and ``"end"`` around each
       model load.
     """
+
     provider = LOCAL.name
     api = "llama-cpp-python"
     headers_before_prompt = True  # its SSE response starts before the prompt is evaluated

@@ -6,8 +6,9 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -54,8 +55,14 @@ async def run_module(env: dict[str, str], module: str, *args: str, timeout: floa
     import asyncio
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, *args, env=env, cwd=str(ROOT),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        module,
+        *args,
+        env=env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -97,10 +104,28 @@ def simulator_process(tmp_path: Path, output: str, *, ttft_ms: float, tokens_per
     url_file = tmp_path / "sim-url"
     log = open(tmp_path / "simulator.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "devtools.simulator", "--port", "0", "--url-file", str(url_file),
-         "--ttft-ms", str(ttft_ms), "--tokens-per-s", str(tokens_per_s), "--output", output,
-         "--log-level", "WARNING"],
-        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(ROOT),
+        [
+            sys.executable,
+            "-m",
+            "devtools.simulator",
+            "--port",
+            "0",
+            "--url-file",
+            str(url_file),
+            "--ttft-ms",
+            str(ttft_ms),
+            "--tokens-per-s",
+            str(tokens_per_s),
+            "--output",
+            output,
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=str(ROOT),
     )
     try:
         deadline = time.monotonic() + 15
@@ -167,8 +192,11 @@ def make_client() -> LanguageClient:
 
 
 @contextlib.asynccontextmanager
-async def sidecar(env: dict[str, str], init_options: dict[str, Any] | None = None,
-                  capabilities: types.ClientCapabilities | None = None) -> AsyncIterator[LanguageClient]:
+async def sidecar(
+    env: dict[str, str],
+    init_options: dict[str, Any] | None = None,
+    capabilities: types.ClientCapabilities | None = None,
+) -> AsyncIterator[LanguageClient]:
     """Start ``python -m sidecar serve`` as a child process and initialize it."""
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env, client_factory=make_client

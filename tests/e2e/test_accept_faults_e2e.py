@@ -28,14 +28,21 @@ async def sim():
 
 
 def env_for(tmp_path, sim):
-    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-accept-faults", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_PREFETCH="false", SIDECAR_CACHE="false", SIDECAR_RETAINED_SHORT_S="0.5",
-                       SIDECAR_RETAINED_LONG_S="1")
+    return sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-accept-faults",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PREFETCH="false",
+        SIDECAR_CACHE="false",
+        SIDECAR_RETAINED_SHORT_S="0.5",
+        SIDECAR_RETAINED_LONG_S="1",
+    )
 
 
 async def accept(client, *arguments):
     return await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="sidecar.acceptCompletion", arguments=list(arguments)))
+        types.ExecuteCommandParams(command="sidecar.acceptCompletion", arguments=list(arguments))
+    )
 
 
 async def stats(client):
@@ -48,13 +55,16 @@ async def suggest(client):
     return r.items[0]
 
 
-@pytest.mark.parametrize("arguments", [
-    pytest.param(("c999999",), id="never-shown-id"),
-    pytest.param((12345,), id="id-not-a-string"),
-    pytest.param((), id="no-arguments"),
-    pytest.param((None, None), id="nulls"),
-    pytest.param(({"id": "c1"}, [3]), id="objects"),
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        pytest.param(("c999999",), id="never-shown-id"),
+        pytest.param((12345,), id="id-not-a-string"),
+        pytest.param((), id="no-arguments"),
+        pytest.param((None, None), id="nulls"),
+        pytest.param(({"id": "c1"}, [3]), id="objects"),
+    ],
+)
 async def test_an_accept_of_nothing_shown_counts_nothing(tmp_path, sim, arguments):
     async with sidecar(env_for(tmp_path, sim)) as client:
         open_doc(client, URI, "def area(r):\n    \n")
@@ -68,13 +78,16 @@ async def test_an_accept_of_nothing_shown_counts_nothing(tmp_path, sim, argument
     assert again.insert_text == SUGGESTION
 
 
-@pytest.mark.parametrize("units,taken", [
-    pytest.param(-5, len(SUGGESTION), id="negative-units-whole"),
-    pytest.param("6", len(SUGGESTION), id="units-as-string-whole"),
-    pytest.param(True, len(SUGGESTION), id="units-bool-whole"),
-    pytest.param(10_000, len(SUGGESTION), id="units-past-the-end-whole"),
-    pytest.param(6, 6, id="partial"),
-])
+@pytest.mark.parametrize(
+    "units,taken",
+    [
+        pytest.param(-5, len(SUGGESTION), id="negative-units-whole"),
+        pytest.param("6", len(SUGGESTION), id="units-as-string-whole"),
+        pytest.param(True, len(SUGGESTION), id="units-bool-whole"),
+        pytest.param(10_000, len(SUGGESTION), id="units-past-the-end-whole"),
+        pytest.param(6, 6, id="partial"),
+    ],
+)
 async def test_an_accept_with_a_bad_length_is_counted_as_what_can_be_known(tmp_path, sim, units, taken):
     async with sidecar(env_for(tmp_path, sim)) as client:
         open_doc(client, URI, "def area(r):\n    \n")
@@ -106,14 +119,20 @@ async def test_an_accept_of_the_same_item_twice_and_after_the_document_closed(tm
         open_doc(client, URI, "def area(r):\n    \n")
         item = await suggest(client)
         item_id = item.command.arguments[0]
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(1, 4), end=types.Position(1, 4)), text=SUGGESTION)],
-        ))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=types.Position(1, 4), end=types.Position(1, 4)), text=SUGGESTION
+                    )
+                ],
+            )
+        )
         await accept(client, item_id, len(SUGGESTION))
-        client.text_document_did_close(types.DidCloseTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri=URI)))
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=URI))
+        )
         await accept(client, item_id, len(SUGGESTION))  # a double accept, of a closed document
         await asyncio.sleep(1.3)  # past both retention horizons
         snap = await stats(client)

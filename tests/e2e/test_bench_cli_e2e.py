@@ -27,8 +27,14 @@ def test_siliconflow_without_a_key_exits_2_with_the_message(tmp_path, key):
     env = _env_without_key()
     if key is not None:
         env["SILICONFLOW_API_KEY"] = key
-    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "siliconflow", "--out", str(tmp_path)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=50)
+    out = subprocess.run(
+        [sys.executable, "-m", "devtools.bench", "--backend", "siliconflow", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "SILICONFLOW_API_KEY" in out.stderr and "refusing to run" in out.stderr
     assert out.stdout == ""
@@ -36,11 +42,27 @@ def test_siliconflow_without_a_key_exits_2_with_the_message(tmp_path, key):
 
 
 def test_help_documents_the_command():
-    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--help"], cwd=ROOT, env=_env_without_key(),
-                         capture_output=True, text=True, timeout=50)
+    out = subprocess.run(
+        [sys.executable, "-m", "devtools.bench", "--help"],
+        cwd=ROOT,
+        env=_env_without_key(),
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
     assert out.returncode == 0
-    for needle in ("python -m devtools.bench", "--backend", "siliconflow", "SILICONFLOW_API_KEY", "timeline.png",
-                   "latency_cdf.png", "bench.json", "--timeline-mode", "--modes", "--keystrokes"):
+    for needle in (
+        "python -m devtools.bench",
+        "--backend",
+        "siliconflow",
+        "SILICONFLOW_API_KEY",
+        "timeline.png",
+        "latency_cdf.png",
+        "bench.json",
+        "--timeline-mode",
+        "--modes",
+        "--keystrokes",
+    ):
         assert needle in out.stdout, needle
 
 
@@ -50,17 +72,57 @@ def test_local_backend_types_against_the_managed_engine(tmp_path):
     the shipped SmolLM2 (no simulator, no key); the run reports the engine's model and
     its answers, and a simulator-only knob is refused."""
     env = {k: v for k, v in _env_without_key().items() if not k.startswith("SIDECAR_")}
-    env.update(SIDECAR_LOCAL_MODEL="smollm2-135m", XDG_CACHE_HOME=str(tmp_path / "cache"),
-               XDG_STATE_HOME=str(tmp_path / "state"))
-    bad = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "local", "--ttft-ms", "100",
-                          "--out", str(tmp_path / "bad")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=50)
+    env.update(
+        SIDECAR_LOCAL_MODEL="smollm2-135m",
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "devtools.bench",
+            "--backend",
+            "local",
+            "--ttft-ms",
+            "100",
+            "--out",
+            str(tmp_path / "bad"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
     assert bad.returncode == 2 and "--ttft-ms" in bad.stderr
-    out = subprocess.run([sys.executable, "-m", "devtools.bench", "--backend", "local", "--modes", "sidecar",
-                          "--keystrokes", "40", "--files", str(ROOT / "fixtures/bench/job_queue.py"), "--no-plot",
-                          "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "devtools.bench",
+            "--backend",
+            "local",
+            "--modes",
+            "sidecar",
+            "--keystrokes",
+            "40",
+            "--files",
+            str(ROOT / "fixtures/bench/job_queue.py"),
+            "--no-plot",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-2000:])
     assert "local engine, smollm2-135m" in out.stdout
     import json
+
     data = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert data["setup"]["backend"] == "local" and data["setup"]["real_backend"]["model"] == "smollm2-135m"
     rows = {r["key"]: r["sidecar"] for r in data["table"]["rows"]}

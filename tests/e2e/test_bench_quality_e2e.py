@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_module, sidecar_env
 from sidecar.completion.families import template_for
 
-from conftest import run_module, sidecar_env
-
-
 # -- command line -------------------------------------------------------------------------------
+
 
 async def test_bad_arguments_exit_2(tmp_path):
     env = sidecar_env(tmp_path)
@@ -74,8 +72,23 @@ async def test_real_run_and_bad_model(tmp_path):
     src.write_text(SMALL_PY)
     out = tmp_path / "out"
     code, stdout, stderr = await run_module(
-        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
-        "--systems", "naive,fim-client,sidecar", "--set", "request_timeout_ms=30000", "--out", str(out), timeout=200)
+        env,
+        "devtools.bench",
+        "quality",
+        "--files",
+        str(src),
+        "--holes-per-kind",
+        "1",
+        "--max-tokens",
+        "24",
+        "--systems",
+        "naive,fim-client,sidecar",
+        "--set",
+        "request_timeout_ms=30000",
+        "--out",
+        str(out),
+        timeout=200,
+    )
     assert code == 0, stdout + stderr
     data = json.loads((out / "quality.json").read_text())
     assert list(data["summaries"]) == ["sidecar", "fim-client", "naive"]  # the order of SYSTEMS, not of --systems
@@ -107,8 +120,22 @@ async def test_real_run_and_bad_model(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_text("not a model\n")
     code, stdout, stderr = await run_module(
-        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--systems", "sidecar",
-        "--no-default-model", "--model", str(bad), "--out", str(tmp_path / "bad-out"), timeout=120)
+        env,
+        "devtools.bench",
+        "quality",
+        "--files",
+        str(src),
+        "--holes-per-kind",
+        "1",
+        "--systems",
+        "sidecar",
+        "--no-default-model",
+        "--model",
+        str(bad),
+        "--out",
+        str(tmp_path / "bad-out"),
+        timeout=120,
+    )
     assert code == 1, stdout + stderr
     assert "answered nothing" in stderr and "GGUF" in stderr, stderr
 
@@ -143,9 +170,26 @@ async def test_fim_client_on_the_code_model(tmp_path):
     src.write_text(SMALL_PY)
     out = tmp_path / "out"
     code, stdout, stderr = await run_module(
-        env, "devtools.bench", "quality", "--files", str(src), "--holes-per-kind", "1", "--max-tokens", "24",
-        "--systems", "sidecar,fim-client", "--no-default-model", "--model", QWEN,
-        "--set", "request_timeout_ms=60000", "--out", str(out), timeout=540)
+        env,
+        "devtools.bench",
+        "quality",
+        "--files",
+        str(src),
+        "--holes-per-kind",
+        "1",
+        "--max-tokens",
+        "24",
+        "--systems",
+        "sidecar,fim-client",
+        "--no-default-model",
+        "--model",
+        QWEN,
+        "--set",
+        "request_timeout_ms=60000",
+        "--out",
+        str(out),
+        timeout=540,
+    )
     assert code == 0, stdout + stderr
     data = json.loads((out / "quality.json").read_text())
     assert data["setup"]["models"] == [str(path)]

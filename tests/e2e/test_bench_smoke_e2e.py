@@ -19,12 +19,25 @@ pytestmark = pytest.mark.timeout(120)
 async def test_bench_runs_every_mode_and_reports_every_row(tmp_path):
     assert DEFAULT_MODES == ("sidecar", "sidecar-noprefetch", "naive")
     assert MODE_SPECS["sidecar"].prefetch and not MODE_SPECS["sidecar-noprefetch"].prefetch
-    typist = TypistModel(iki_median_ms=45, iki_sigma=0.3, line_end_median_ms=300, line_end_sigma=0.2,
-                         long_pause_p=0.05, long_pause_min_s=0.4, long_pause_max_s=0.6)
+    typist = TypistModel(
+        iki_median_ms=45,
+        iki_sigma=0.3,
+        line_end_median_ms=300,
+        line_end_sigma=0.2,
+        long_pause_p=0.05,
+        long_pause_min_s=0.4,
+        long_pause_max_s=0.6,
+    )
     result = await run_bench(
-        default_files()[:1], keystrokes=60, seed=2, wrong_rate=0.0, out_dir=tmp_path,
+        default_files()[:1],
+        keystrokes=60,
+        seed=2,
+        wrong_rate=0.0,
+        out_dir=tmp_path,
         latency={"ttft_ms": 60, "ttft_jitter": 0.3, "tokens_per_s": 400},
-        typist=typist, grace_s=5.0, warmup_s=0.5,
+        typist=typist,
+        grace_s=5.0,
+        warmup_s=0.5,
         plot=importlib.util.find_spec("matplotlib") is not None,
     )
     data = json.loads(result.json_path.read_text())
@@ -70,8 +83,12 @@ async def test_bench_runs_every_mode_and_reports_every_row(tmp_path):
     assert data["summaries"]["naive"]["upstream_per_100_keys"] > 90
     for mode in ("sidecar", "sidecar-noprefetch"):
         assert data["summaries"][mode]["upstream_requests"] < data["summaries"]["naive"]["upstream_requests"]
-    for label in ("time-to-suggestion at pauses p50 (ms)", "prefetch hit rate (used / issued)",
-                  "time-to-suggestion after an accept p50 (ms)", "tokens generated vs no-prefetch"):
+    for label in (
+        "time-to-suggestion at pauses p50 (ms)",
+        "prefetch hit rate (used / issued)",
+        "time-to-suggestion after an accept p50 (ms)",
+        "tokens generated vs no-prefetch",
+    ):
         assert label in result.table
     if result.png_path is not None:
         assert result.png_path.stat().st_size > 1000

@@ -12,24 +12,64 @@ from devtools.simulator import EngineConfig
 
 pytestmark = pytest.mark.timeout(150)
 
-FIELDS = ("developers", "mode", "pauses", "pauses_shown", "tts_p50_ms", "tts_p90_ms", "tts_p90_km_ms",
-          "tts_p90_km_above_ms", "tts_p90_all_ms",
-          "valid_share", "correct_share", "engine_utilisation", "queue_p50_ms", "queue_p90_ms",
-          "prefill_tokens", "generated_tokens", "prefill_per_accepted_char", "generated_per_accepted_char",
-          "rate_limited_429", "cpu", "key_lateness_p90_ms", "per_developer", "engine")
+FIELDS = (
+    "developers",
+    "mode",
+    "pauses",
+    "pauses_shown",
+    "tts_p50_ms",
+    "tts_p90_ms",
+    "tts_p90_km_ms",
+    "tts_p90_km_above_ms",
+    "tts_p90_all_ms",
+    "valid_share",
+    "correct_share",
+    "engine_utilisation",
+    "queue_p50_ms",
+    "queue_p90_ms",
+    "prefill_tokens",
+    "generated_tokens",
+    "prefill_per_accepted_char",
+    "generated_per_accepted_char",
+    "rate_limited_429",
+    "cpu",
+    "key_lateness_p90_ms",
+    "per_developer",
+    "engine",
+)
 
 
 async def test_a_tiny_team_run_writes_every_figure(tmp_path):
     # Quick typing with pauses on most lines, so ~40 keys give several pauses each.
-    typist = TypistModel(iki_median_ms=80, iki_sigma=0.3, line_end_median_ms=700, line_end_sigma=0.2,
-                         long_pause_p=0.08, long_pause_min_s=1.0, long_pause_max_s=1.2)
-    opts = TeamOptions(developers=(1, 2), modes=("sidecar", "naive"), keystrokes=40, seed=1,
-                       engine=EngineConfig(capacity=4), typist=typist, grace_s=2.0, warmup_s=0.5, stagger_s=0.3)
+    typist = TypistModel(
+        iki_median_ms=80,
+        iki_sigma=0.3,
+        line_end_median_ms=700,
+        line_end_sigma=0.2,
+        long_pause_p=0.08,
+        long_pause_min_s=1.0,
+        long_pause_max_s=1.2,
+    )
+    opts = TeamOptions(
+        developers=(1, 2),
+        modes=("sidecar", "naive"),
+        keystrokes=40,
+        seed=1,
+        engine=EngineConfig(capacity=4),
+        typist=typist,
+        grace_s=2.0,
+        warmup_s=0.5,
+        stagger_s=0.3,
+    )
     result = await run_team(opts, tmp_path, plot=False)
     data = json.loads(result.json_path.read_text())
     points = data["points"]
-    assert [(p["developers"], p["mode"]) for p in points] == [(1, "sidecar"), (1, "naive"), (2, "sidecar"),
-                                                              (2, "naive")]
+    assert [(p["developers"], p["mode"]) for p in points] == [
+        (1, "sidecar"),
+        (1, "naive"),
+        (2, "sidecar"),
+        (2, "naive"),
+    ]
     for p in points:
         for key in FIELDS:
             assert key in p, key

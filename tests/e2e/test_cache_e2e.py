@@ -54,8 +54,9 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         """
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, tag, str(path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=ROOT)
+        subprocess.Popen(
+            [sys.executable, "-c", script, tag, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+        )
         for tag in ("p1", "p2")
     ]
     outs = [p.communicate(timeout=90) for p in procs]
@@ -105,8 +106,9 @@ async def test_restart_keeps_hits_and_typing_through_needs_no_upstream(tmp_path,
         from lsprotocol import types
 
         # a.py closed first: an open a.py would be b.py's cross-file context (another key).
-        client.text_document_did_close(types.DidCloseTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri="file:///w/a.py")))
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri="file:///w/a.py"))
+        )
         open_doc(client, "file:///w/b.py", typed)  # the user typed "retu"
         through = await ask(client, "file:///w/b.py", 3, 8)
         stats = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
@@ -166,8 +168,13 @@ async def test_a_cache_path_naming_another_file_leaves_it_untouched(tmp_path, si
         path.write_bytes(b"shopping list\n- milk\n")
     before = path.read_bytes()
     log = tmp_path / "sidecar.jsonl"
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE_PATH=str(path),
-                      SIDECAR_LOG_FILE=str(log))
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY=KEY,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_CACHE_PATH=str(path),
+        SIDECAR_LOG_FILE=str(log),
+    )
     sim.set_responder(lambda body: "42")
     from lsprotocol import types
 
@@ -184,8 +191,14 @@ async def test_a_cache_path_naming_another_file_leaves_it_untouched(tmp_path, si
     warnings = [r["msg"] for r in map(json.loads, log.read_text().splitlines()) if r["level"] == "warning"]
     about = [m for m in warnings if str(path) in m]
     assert len(about) == 1 and "left untouched" in about[0] and "cache_path" in about[0], warnings
-    st = subprocess.run([sys.executable, "-m", "sidecar", "cache", "stats"], env=env, capture_output=True, text=True,
-                        timeout=60, cwd=ROOT)
+    st = subprocess.run(
+        [sys.executable, "-m", "sidecar", "cache", "stats"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert st.returncode == 0 and '"persistent": false' in st.stdout, st.stdout + st.stderr
     assert str(path) in st.stderr and "left untouched" in st.stderr, st.stderr
     assert path.read_bytes() == before

@@ -17,9 +17,9 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 
 from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar, sidecar_env
+from devtools.simulator import LatencyModel, SimulatedBackend
 from sidecar.completion.cache import CacheKey, CompletionCache
 from sidecar.completion.cache.flusher import FLUSH_S
-from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
 KEY = "sk-cache-lifecycle-0042"
@@ -253,10 +253,16 @@ async def _session_shut_down_at(tmp_path: Path, sim, offset_s: float) -> tuple[f
     home = tmp_path / f"s{offset_s:.2f}"
     home.mkdir()
     cache_path = home / "completions.sqlite3"
-    env = sidecar_env(home, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url,
-                      SIDECAR_CACHE_PATH=str(cache_path), SIDECAR_LOG_FILE="off")
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env,
-                                client_factory=make_client)
+    env = sidecar_env(
+        home,
+        SILICONFLOW_API_KEY=KEY,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_CACHE_PATH=str(cache_path),
+        SIDECAR_LOG_FILE="off",
+    )
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env, client_factory=make_client
+    )
     client = await config.start()
     try:
         await client.initialize_session(types.InitializeParams(capabilities=client_capabilities()))
@@ -296,8 +302,13 @@ async def test_shutdown_around_the_stats_tick_over_stdio(tmp_path, sim):
 
 async def test_cache_file_deleted_while_running_is_recreated_over_stdio(tmp_path, sim):
     cache_path = tmp_path / "completions.sqlite3"
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url,
-                      SIDECAR_CACHE_PATH=str(cache_path), SIDECAR_LOG_FILE="off")
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY=KEY,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_CACHE_PATH=str(cache_path),
+        SIDECAR_LOG_FILE="off",
+    )
     sim.script(["return 1", "return 2"])
     async with sidecar(env) as client:
         open_doc(client, "file:///w/a.py", "def a():\n    \n")

@@ -29,14 +29,20 @@ PAIR = "debounce_min_ms = 900\ndebounce_max_ms = 100\n"
 
 def cli_env(tmp_path: Path, config_path: Path, **env: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "SILICONFLOW_", "OPENAI_"))}
-    base.update(SIDECAR_CONFIG=str(config_path), XDG_CACHE_HOME=str(tmp_path / "cache"),
-                XDG_STATE_HOME=str(tmp_path / "state"), XDG_DATA_HOME=str(tmp_path / "data"), **env)
+    base.update(
+        SIDECAR_CONFIG=str(config_path),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        **env,
+    )
     return base
 
 
 def sidecar_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sidecar", *args], env=env, capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "sidecar", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
 
 
 # ------------------------------------------------------------------ B7: sidecar config / cache
@@ -81,8 +87,14 @@ async def test_doctor_warns_what_was_ignored_and_runs_every_check(tmp_path, cont
     conf = tmp_path / "config.toml"
     conf.write_bytes(content)
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1), api_key=KEY) as sim:
-        env = cli_env(tmp_path, conf, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url,
-                      SIDECAR_PROVIDER="siliconflow", SIDECAR_LOCAL_MODEL="smollm2-135m")
+        env = cli_env(
+            tmp_path,
+            conf,
+            SILICONFLOW_API_KEY=KEY,
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_PROVIDER="siliconflow",
+            SIDECAR_LOCAL_MODEL="smollm2-135m",
+        )
         code, out, err = await run_module(env, "sidecar.tools.doctor", "--no-engine", "--json", timeout=60)
     assert "Traceback" not in err and KEY not in out + err, err
     report = json.loads(out)
@@ -100,15 +112,25 @@ async def test_doctor_warns_what_was_ignored_and_runs_every_check(tmp_path, cont
 
 
 # ------------------------------------------------------------------ B6: sidecar model use
-@pytest.mark.parametrize("before,after", [
-    ('# my settings\nprovider = "local"\n\n[sidecar]\nlocal_model = "smollm2-135m"  # pinned\nmax_tokens = 64\n',
-     '# my settings\nprovider = "local"\n\n[sidecar]\nlocal_model = "qwen2.5-coder-0.5b"  # pinned\nmax_tokens = 64\n'),
-    # the table wins over the top level: only its line changes
-    ('local_model = "smollm2-135m"\r\n[sidecar]\r\nlocalModel = \'smollm2-135m\'\r\n[headers]\r\nx = "y"\r\n',
-     'local_model = "smollm2-135m"\r\n[sidecar]\r\nlocalModel = "qwen2.5-coder-0.5b"\r\n[headers]\r\nx = "y"\r\n'),
-    ('sidecar.local_model = "smollm2-135m"\nmax_tokens = 64\n',
-     'sidecar.local_model = "qwen2.5-coder-0.5b"\nmax_tokens = 64\n'),
-], ids=["table", "table-over-top-level-crlf", "dotted"])
+@pytest.mark.parametrize(
+    "before,after",
+    [
+        (
+            '# my settings\nprovider = "local"\n\n[sidecar]\nlocal_model = "smollm2-135m"  # pinned\nmax_tokens = 64\n',
+            '# my settings\nprovider = "local"\n\n[sidecar]\nlocal_model = "qwen2.5-coder-0.5b"  # pinned\nmax_tokens = 64\n',
+        ),
+        # the table wins over the top level: only its line changes
+        (
+            'local_model = "smollm2-135m"\r\n[sidecar]\r\nlocalModel = \'smollm2-135m\'\r\n[headers]\r\nx = "y"\r\n',
+            'local_model = "smollm2-135m"\r\n[sidecar]\r\nlocalModel = "qwen2.5-coder-0.5b"\r\n[headers]\r\nx = "y"\r\n',
+        ),
+        (
+            'sidecar.local_model = "smollm2-135m"\nmax_tokens = 64\n',
+            'sidecar.local_model = "qwen2.5-coder-0.5b"\nmax_tokens = 64\n',
+        ),
+    ],
+    ids=["table", "table-over-top-level-crlf", "dotted"],
+)
 def test_model_use_changes_local_model_where_it_is(tmp_path, before, after):
     conf = tmp_path / "config.toml"
     conf.write_bytes(before.encode())

@@ -42,10 +42,10 @@ def save_settings(path, settings):
 
 def main():
     settings = load_sett'''
-SUFFIX = '''
+SUFFIX = """
     settings["runs"] = settings.get("runs", 0) + 1
     save_settings("settings.json", settings)
-'''
+"""
 
 
 def require_code_model() -> None:
@@ -96,8 +96,12 @@ async def test_auto_loads_the_code_model_cold_and_fills_the_middle(tmp_path):
 
 
 async def test_a_code_model_that_is_not_installed_is_refused_with_the_command_to_get_it(tmp_path):
-    env = sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_MODEL="qwen2.5-coder-1.5b",
-                      SIDECAR_MODELS_DIR=str(tmp_path / "no-models"))
+    env = sidecar_env(
+        tmp_path,
+        SIDECAR_MODE="local",
+        SIDECAR_LOCAL_MODEL="qwen2.5-coder-1.5b",
+        SIDECAR_MODELS_DIR=str(tmp_path / "no-models"),
+    )
     uri = "file:///w/empty.py"
     async with sidecar(env) as client:
         open_doc(client, uri, "def f():\n    return ")

@@ -17,10 +17,10 @@ import time
 
 import pytest
 from lsprotocol import types
+from test_deadlines import completions, timed_ask
 
 from conftest import open_doc, sidecar, sidecar_env
 from devtools.simulator import LatencyModel, SimulatedBackend
-from test_deadlines import completions, timed_ask
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -31,22 +31,35 @@ TEXT = "def total(xs):\n    return "
 def responder(body):
     """The rest of ``sum(xs)`` after what the prompt already has after ``return ``."""
     typed = str(body.get("prompt", "")).rpartition("return ")[2]
-    return "sum(xs)"[len(typed):] if "sum(xs)".startswith(typed) else "0"
+    return "sum(xs)"[len(typed) :] if "sum(xs)".startswith(typed) else "0"
 
 
 def type_key(client, version, col, ch):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=1, character=col), end=types.Position(line=1, character=col)),
-            text=ch)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=1, character=col), end=types.Position(line=1, character=col)
+                    ),
+                    text=ch,
+                )
+            ],
+        )
+    )
 
 
 def cloud_env(tmp_path, sim, **extra):
-    return sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_PROVIDER="openai",
-                       SIDECAR_API_KEY="sk-cold-load-test-123456", SIDECAR_CACHE="false",
-                       SIDECAR_TOKEN_HEALING="false", **extra)
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PROVIDER="openai",
+        SIDECAR_API_KEY="sk-cold-load-test-123456",
+        SIDECAR_CACHE="false",
+        SIDECAR_TOKEN_HEALING="false",
+        **extra,
+    )
 
 
 async def test_a_cold_model_behind_a_cloud_url_loads_once_and_its_suggestion_follows(tmp_path):
@@ -69,7 +82,9 @@ async def test_a_cold_model_behind_a_cloud_url_loads_once_and_its_suggestion_fol
             updates = [u for _t, u in client.sidecar_updates if u["items"]]
             again, again_s = await timed_ask(client, URI, 1, 14)
         assert all(took < 8.0 + 0.5 for _r, took in answers), [took for _r, took in answers]
-        assert updates, f"no suggestion within 15 s (loads started {sim.loads_started}, completed {sim.loads_completed})"
+        assert updates, (
+            f"no suggestion within 15 s (loads started {sim.loads_started}, completed {sim.loads_completed})"
+        )
         last = client.sidecar_updates[-1][1]
         assert last["done"] and updates[-1]["items"][0]["insertText"] == "(xs)", last
         # It reached the request the editor shows now: the third key's (version 4, column 14).

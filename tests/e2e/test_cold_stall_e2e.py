@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_deadlines import completions, timed_ask
+from test_deadlines import type_char as type_text
 
 from conftest import open_doc, sidecar, sidecar_env
 from devtools.simulator import Fault, LatencyModel, SimulatedBackend
-from test_deadlines import completions, timed_ask
-from test_deadlines import type_char as type_text
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,8 +24,13 @@ async def test_after_a_stalled_first_stream_the_next_request_goes_upstream_at_on
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=30, tokens_per_s=400, seed=3)) as sim:
         sim.set_responder(lambda body: "len(items)")
         sim.inject(fault)  # the first completion request only; every later one is healthy
-        env = sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_PROVIDER="openai", SIDECAR_CACHE="false",
-                          SIDECAR_API_KEY="sk-cold-stall-test-123456")
+        env = sidecar_env(
+            tmp_path,
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_PROVIDER="openai",
+            SIDECAR_CACHE="false",
+            SIDECAR_API_KEY="sk-cold-stall-test-123456",
+        )
         uri = "file:///w/report.py"
         async with sidecar(env, init_options={"debounceMinMs": 0, "debounceMaxMs": 0}) as client:
             open_doc(client, uri, TEXT)

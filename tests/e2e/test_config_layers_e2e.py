@@ -37,8 +37,13 @@ async def sim():
 def cloud_env(tmp_path, sim, **extra):
     """The backend in the environment: the simulator's base URL and a key (provider auto:
     an OpenAI-compatible server), and a JSON log file."""
-    return sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_API_KEY=KEY,
-                       SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"), **extra)
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY=KEY,
+        SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"),
+        **extra,
+    )
 
 
 def completions(sim):
@@ -46,8 +51,9 @@ def completions(sim):
 
 
 async def cmd(client, name, *args):
-    return await asyncio.wait_for(client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command=name, arguments=list(args))), 20)
+    return await asyncio.wait_for(
+        client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args))), 20
+    )
 
 
 async def serve_once(env, init_options=None, uri="file:///w/c.py"):
@@ -91,7 +97,7 @@ async def test_a_contradiction_in_the_file_keeps_the_environments_backend(tmp_pa
 
 
 async def test_a_contradiction_across_file_and_environment_drops_the_files_value(tmp_path, sim):
-    (tmp_path / "config.toml").write_text("debounce_max_ms = 100\nmodel = \"from-file\"\n")
+    (tmp_path / "config.toml").write_text('debounce_max_ms = 100\nmodel = "from-file"\n')
     answer, stats, messages, statuses = await serve_once(cloud_env(tmp_path, sim, SIDECAR_DEBOUNCE_MIN_MS="300"))
     assert_cloud_backend_kept(sim, answer, stats, statuses)
     assert completions(sim)[0].body["model"] == "from-file"
@@ -111,8 +117,9 @@ async def test_a_contradiction_in_initialization_options_drops_only_the_pair(tmp
 
 
 async def test_a_bad_environment_value_keeps_the_rest_of_the_environment(tmp_path, sim):
-    answer, stats, messages, statuses = await serve_once(cloud_env(tmp_path, sim, SIDECAR_DEBOUNCE_MIN_MS="abc",
-                                                                   SIDECAR_MAX_TOKENS="19"))
+    answer, stats, messages, statuses = await serve_once(
+        cloud_env(tmp_path, sim, SIDECAR_DEBOUNCE_MIN_MS="abc", SIDECAR_MAX_TOKENS="19")
+    )
     assert_cloud_backend_kept(sim, answer, stats, statuses)
     assert completions(sim)[0].body["max_tokens"] == 19
     assert len(messages) == 1 and about(messages, "SIDECAR_DEBOUNCE_MIN_MS", "'abc'", "integer"), messages
@@ -190,7 +197,8 @@ async def test_a_rejected_set_mode_is_invalid_params_and_no_server_error(tmp_pat
         # Still serving, still on the environment's backend.
         open_doc(client, "file:///w/c.py", "x = \n")
         answer = await asyncio.wait_for(
-            client.text_document_inline_completion_async(inline_params("file:///w/c.py", 0, 4)), 20)
+            client.text_document_inline_completion_async(inline_params("file:///w/c.py", 0, 4)), 20
+        )
         stats = await cmd(client, "sidecar.stats")
         messages = [m.message for m in client.messages]
     assert info.value.code == -32602

@@ -92,13 +92,20 @@ async def test_provider_setting_from_the_editor_chooses_siliconflows_shape(tmp_p
     # SILICONFLOW_API_KEY and a loopback base URL with provider auto: the OpenAI shape (a
     # Qwen model on a generic server gets its FIM template, no ``suffix``). Only the
     # provider setting (here from didChangeConfiguration) sends SiliconFlow's native FIM.
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-x", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PROVIDER="auto",
-                      SIDECAR_MODEL="Qwen/Qwen2.5-Coder-7B-Instruct", SIDECAR_CACHE="false")
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-x",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PROVIDER="auto",
+        SIDECAR_MODEL="Qwen/Qwen2.5-Coder-7B-Instruct",
+        SIDECAR_CACHE="false",
+    )
     async with sidecar(env) as client:
         open_doc(client, "file:///w/c.py", "x = \n")
         first = await complete_once(client)
         client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"sidecar": {"provider": "siliconflow"}}))
+            types.DidChangeConfigurationParams(settings={"sidecar": {"provider": "siliconflow"}})
+        )
         await asyncio.sleep(0.3)
         open_doc(client, "file:///w/d.py", "y = \n")
         second = await complete_once(client, "file:///w/d.py")
@@ -124,7 +131,9 @@ async def test_invalid_environment_value_is_reported(tmp_path, sim):
 async def test_set_mode_cloud_without_key_stays_local(tmp_path):
     async with sidecar(sidecar_env(tmp_path)) as client:
         out = await asyncio.wait_for(
-            client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.setMode", arguments=["cloud"])),
+            client.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="sidecar.setMode", arguments=["cloud"])
+            ),
             20,
         )
     assert out["changed"] is False and out["mode"] == "local"

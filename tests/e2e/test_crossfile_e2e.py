@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
 from devtools.simulator import LatencyModel, SimulatedBackend
-from support.crossfile_texts import A, A_TEXT, B, B_TEXT
+from support.crossfile_texts import A_TEXT, B_TEXT, A, B
 
 KEY = "sk-test-crossfile-0123456789"
 
@@ -22,12 +22,19 @@ def _completions(sim):
 
 
 def _type(client, uri, version, line, col, text):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)),
-            text=text)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)
+                    ),
+                    text=text,
+                )
+            ],
+        )
+    )
 
 
 @pytest.mark.timeout(90)
@@ -60,5 +67,5 @@ async def test_real_stdio_prompt_carries_the_other_files_snippet(tmp_path, fim, 
         assert marker in p and "def compute_area(w, h):" in p
         assert "app.py" in p and "filler line 35" in p  # the current path and the edited region
         assert "import geometry" in p and p.count("def main():") == 1  # the current file once, as itself
-    blocks = [p[:p.index("import geometry")] for p in prompts]
+    blocks = [p[: p.index("import geometry")] for p in prompts]
     assert blocks[0] == blocks[1] == blocks[2]  # the same snippet block across keystrokes

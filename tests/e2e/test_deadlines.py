@@ -37,12 +37,19 @@ def completions(sim):
 
 
 def type_char(client, uri, version, line, col, ch):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)),
-            text=ch)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)
+                    ),
+                    text=ch,
+                )
+            ],
+        )
+    )
 
 
 async def timed_ask(client, uri, line, col):
@@ -58,8 +65,11 @@ async def warm_up(client, sim, uri):
     assert r is not None and r.items[0].insert_text == "w * h"
 
 
-@pytest.mark.parametrize("fault", [Fault.stall(after_tokens=0), Fault.stall(after_tokens=0, keepalive_s=1.0)],
-                         ids=["stall-before-first-token", "drip-1-per-s"])
+@pytest.mark.parametrize(
+    "fault",
+    [Fault.stall(after_tokens=0), Fault.stall(after_tokens=0, keepalive_s=1.0)],
+    ids=["stall-before-first-token", "drip-1-per-s"],
+)
 async def test_stalled_backend_every_request_answered_on_time(tmp_path, sim, fault):
     uri = "file:///w/stall.py"
     async with sidecar(env(tmp_path, sim), init_options=INIT) as client:

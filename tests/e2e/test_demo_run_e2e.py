@@ -33,8 +33,14 @@ SMOLLM2 = {"SIDECAR_LOCAL_MODEL": "smollm2-135m"}
 
 async def test_demo_on_embedded_engine(tmp_path):
     out = io.StringIO()
-    summary = await run_demo(pauses=3, seed=1, speed=40, env=sidecar_env(tmp_path, **SLOW_MACHINE, **SMOLLM2),
-                             json_out=str(tmp_path / "demo.json"), stream=out)
+    summary = await run_demo(
+        pauses=3,
+        seed=1,
+        speed=40,
+        env=sidecar_env(tmp_path, **SLOW_MACHINE, **SMOLLM2),
+        json_out=str(tmp_path / "demo.json"),
+        stream=out,
+    )
     assert summary["all_answered"], summary["errors"]
     assert summary["ok"] and summary["verdict"] == "PASS" and summary["failure"] is None, summary["failure_reasons"]
     assert summary["answered"] == summary["pauses"] == 3
@@ -55,8 +61,9 @@ async def test_demo_exits_zero_when_suggestions_are_shown(tmp_path):
     report = tmp_path / "demo.json"
     env = sidecar_env(tmp_path, **SLOW_MACHINE)
     env.pop("SIDECAR_LOCAL_MODEL", None)
-    code, out = await run_demo_cli(env, "--tiny", "--pauses", "1", "--seed", "1",
-                                   "--speed", "50", "--json-out", str(report))
+    code, out = await run_demo_cli(
+        env, "--tiny", "--pauses", "1", "--seed", "1", "--speed", "50", "--json-out", str(report)
+    )
     summary = json.loads(report.read_text())
     assert code == 0, out
     assert summary["ok"] and summary["verdict"] == "PASS" and summary["suggestions_shown"] >= 1

@@ -45,8 +45,10 @@ def doctor_env(tmp_path: Path, **env: str) -> dict[str, str]:
 def cloud_env(tmp_path: Path, sim: SimulatedBackend, **env: str) -> dict[str, str]:
     """SiliconFlow played by the simulator: a loopback URL is not a SiliconFlow host, so
     the provider is named (``SIDECAR_PROVIDER`` in ``env`` overrides it)."""
-    return doctor_env(tmp_path, **{"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": sim.base_url,
-                                   "SIDECAR_PROVIDER": "siliconflow", **env})
+    return doctor_env(
+        tmp_path,
+        **{"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": sim.base_url, "SIDECAR_PROVIDER": "siliconflow", **env},
+    )
 
 
 async def run_doctor(env: dict[str, str], *args: str, timeout: float = 40, engine: bool = False) -> tuple[int, str]:
@@ -59,7 +61,7 @@ async def run_doctor(env: dict[str, str], *args: str, timeout: float = 40, engin
     both = out + err
     assert KEY not in both
     for i in range(len(KEY) - 7):  # not even a fragment of it
-        assert KEY[i:i + 8] not in both, KEY[i:i + 8]
+        assert KEY[i : i + 8] not in both, KEY[i : i + 8]
     assert "Traceback" not in err, err
     return code, out
 
@@ -90,8 +92,9 @@ async def test_clean_run_all_ok(tmp_path, sim):
     assert status(out, "GPU") in ("OK", "INFO"), out
     assert out.rstrip().splitlines()[-1].startswith("all good: ")
     assert row(out, "engine run").startswith("SKIP") and "--no-engine" in row(out, "engine run")
-    assert not [ln for ln in out.splitlines() if ln.startswith(("WARN", "FAIL", "SKIP"))
-                and "engine run" not in ln], out
+    assert not [ln for ln in out.splitlines() if ln.startswith(("WARN", "FAIL", "SKIP")) and "engine run" not in ln], (
+        out
+    )
     assert "API key present" in row(out, "configuration")
     assert "provider siliconflow" in row(out, "configuration")
     assert "'Qwen/Qwen2.5-Coder-7B-Instruct' listed" in row(out, "API key")
@@ -222,8 +225,12 @@ async def test_unreachable_base_url_names_host_and_cause(tmp_path):
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = doctor_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=f"http://127.0.0.1:{port}/v1",
-                     SIDECAR_PROVIDER="siliconflow")
+    env = doctor_env(
+        tmp_path,
+        SILICONFLOW_API_KEY=KEY,
+        SIDECAR_BASE_URL=f"http://127.0.0.1:{port}/v1",
+        SIDECAR_PROVIDER="siliconflow",
+    )
     code, out = await run_doctor(env, "--timeout", "3")
     assert code == 1
     line = row(out, "base URL")
@@ -298,8 +305,9 @@ async def test_engine_check_fails_on_a_crashing_engine(tmp_path):
 @pytest.mark.timeout(150)
 async def test_crashing_engine_not_in_use_warns(tmp_path, sim):
     # Cloud mode: the local engine is installed but not used; its crash is a warning.
-    code, out = await run_doctor(cloud_env(tmp_path, sim, SIDECAR_ENGINE_FAULT="segv_on_prompt"), timeout=140,
-                                 engine=True)
+    code, out = await run_doctor(
+        cloud_env(tmp_path, sim, SIDECAR_ENGINE_FAULT="segv_on_prompt"), timeout=140, engine=True
+    )
     assert code == 0, out
     line = row(out, "engine run")
     assert line.startswith("WARN") and "SIGSEGV" in line

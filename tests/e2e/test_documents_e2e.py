@@ -19,10 +19,19 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.lsp.documents import LspTextDocument, SpecPositionCodec, clamped_offset
 from devtools.simulator import LatencyModel, SimulatedBackend
-from support.documents import (ENCODINGS, MAX_PIECES, PIECES, edit, from_units, ref_apply, ref_lines, ref_offset,
-                               to_units)
+from sidecar.lsp.documents import LspTextDocument, SpecPositionCodec, clamped_offset
+from support.documents import (
+    ENCODINGS,
+    MAX_PIECES,
+    PIECES,
+    edit,
+    from_units,
+    ref_apply,
+    ref_lines,
+    ref_offset,
+    to_units,
+)
 
 texts = st.lists(st.sampled_from(PIECES), max_size=MAX_PIECES).map("".join)
 
@@ -73,7 +82,9 @@ def test_random_edits_match_the_reference(data, enc, initial):
         assert [ln.rstrip("\r\n") for ln in doc.lines] == ref[: len(doc.lines)]
         assert len(doc.lines) == len(ref) - (expected == "" or expected.endswith(("\n", "\r")))
         pos = data.draw(positions(expected, enc))
-        want = len(from_units(to_units(expected, enc)[: ref_offset(to_units(expected, enc), pos.line, pos.character)], enc))
+        want = len(
+            from_units(to_units(expected, enc)[: ref_offset(to_units(expected, enc), pos.line, pos.character)], enc)
+        )
         assert doc.offset_at_position(pos) == want
         assert doc.offset_at_server_position(doc.position_from_client_units(pos)) == want  # pygls' helpers
         assert clamped_offset(expected, pos.line, pos.character, enc) == want
@@ -103,12 +114,16 @@ async def test_prompt_is_the_editors_text_after_edits(tmp_path, breaklike):
         async with sidecar(env) as client:
             open_doc(client, uri, editor)
             for version, change in enumerate(edits, start=2):
-                client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[change]))
+                client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                        content_changes=[change],
+                    )
+                )
                 editor = ref_apply(editor, change, "utf-16")
-            result = await asyncio.wait_for(client.text_document_inline_completion_async(
-                inline_params(uri, *cursor, invoked=True)), 20)
+            result = await asyncio.wait_for(
+                client.text_document_inline_completion_async(inline_params(uri, *cursor, invoked=True)), 20
+            )
         assert editor == f"x = 'a{breaklike}b'\ny = len(x) + \nz = '😀'\nw = "
         (req,) = [r for r in sim.requests if r.path.endswith("/completions")]
     assert result is not None and result.items[0].insert_text == "1"

@@ -151,7 +151,9 @@ def _tools_ready() -> str | None:
         return "emacs or tmux is not installed"
     out = subprocess.run(
         ["emacs", "--batch", "-q", "--eval", "(progn (require 'lsp-mode) (princ (lsp-version)))"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     version = out.stdout.strip()  # "lsp-mode 10.0.0, Emacs 28.2, gnu/linux"
     m = re.match(r"lsp-mode (\d+)\.", version)
@@ -164,8 +166,14 @@ def _tools_ready() -> str | None:
 def emacs() -> str:
     why = _tools_ready()
     if why is not None:
-        setup = subprocess.run([str(ROOT / "scripts" / "setup-emacs")], timeout=600, check=False,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        setup = subprocess.run(
+            [str(ROOT / "scripts" / "setup-emacs")],
+            timeout=600,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         why = _tools_ready()
         if why is not None:
             skip_or_fail(f"{why}; scripts/setup-emacs: {setup.stderr.strip()[-500:]}")
@@ -190,8 +198,14 @@ class _Emacs:
         self.file.write_text(SOURCE)
         self.result = tmp_path / "state.json"
         self.sock = str(tmp_path / "tmux.sock")
-        cfg = {"tmp": str(tmp_path), "plugin": str(PLUGIN), "file": str(self.file), "work": str(work),
-               "result": str(self.result), "cmd": [sys.executable, "-m", "sidecar", "serve"]}
+        cfg = {
+            "tmp": str(tmp_path),
+            "plugin": str(PLUGIN),
+            "file": str(self.file),
+            "work": str(work),
+            "result": str(self.result),
+            "cmd": [sys.executable, "-m", "sidecar", "serve"],
+        }
         (tmp_path / "cfg.json").write_text(json.dumps(cfg))
         harness = tmp_path / "harness.el"
         harness.write_text(HARNESS.replace("__CFG__", json.dumps(str(tmp_path / "cfg.json"))))
@@ -209,18 +223,44 @@ class _Emacs:
         (tmp_path / "home").mkdir()
         self.env = env
         subprocess.run(
-            ["tmux", "-S", self.sock, "-f", "/dev/null", "new-session", "-d", "-x", "90", "-y", "30", "-s", "e",
-             f"emacs -nw -q -l {harness} 2>{tmp_path / 'emacs.stderr'}"],
-            env=env, cwd=work, check=True, timeout=20,
+            [
+                "tmux",
+                "-S",
+                self.sock,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "90",
+                "-y",
+                "30",
+                "-s",
+                "e",
+                f"emacs -nw -q -l {harness} 2>{tmp_path / 'emacs.stderr'}",
+            ],
+            env=env,
+            cwd=work,
+            check=True,
+            timeout=20,
         )
 
     def keys(self, *keys: str, literal: bool = False) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", "e", *(["-l"] if literal else []), *keys],
-                       env=self.env, check=True, timeout=10)
+        subprocess.run(
+            ["tmux", "-S", self.sock, "send-keys", "-t", "e", *(["-l"] if literal else []), *keys],
+            env=self.env,
+            check=True,
+            timeout=10,
+        )
 
     def screen(self) -> list[str]:
-        out = subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", "e"],
-                             env=self.env, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["tmux", "-S", self.sock, "capture-pane", "-p", "-t", "e"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return [line.rstrip() for line in out.stdout.split("\n")]
 
     def wait_screen(self, lines: list[str], timeout: float = 5.0) -> list[str]:
@@ -229,7 +269,7 @@ class _Emacs:
         while True:
             screen = self.screen()
             for at in range(len(screen) - len(lines) + 1):
-                if screen[at:at + len(lines)] == lines:
+                if screen[at : at + len(lines)] == lines:
                     return screen
             assert time.monotonic() < deadline, f"the screen does not show {lines}:\n" + "\n".join(screen)
             time.sleep(0.05)
@@ -247,17 +287,26 @@ class _Emacs:
             if s and pred(s):
                 return s
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}\nstate: {s}\nscreen:\n"
-                                     + "\n".join(self.screen()) + self.logs())
+                raise AssertionError(
+                    f"timed out waiting for {what}\nstate: {s}\nscreen:\n" + "\n".join(self.screen()) + self.logs()
+                )
             time.sleep(0.05)
 
     def logs(self) -> str:
-        return "".join(f"\n--- {p.relative_to(self.tmp)}\n{p.read_text(errors='replace')[-3000:]}"
-                       for p in sorted(self.tmp.rglob("*.log")) + [self.tmp / "emacs.stderr"] if p.exists())
+        return "".join(
+            f"\n--- {p.relative_to(self.tmp)}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in sorted(self.tmp.rglob("*.log")) + [self.tmp / "emacs.stderr"]
+            if p.exists()
+        )
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], env=self.env, timeout=10,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["tmux", "-S", self.sock, "kill-server"],
+            env=self.env,
+            timeout=10,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def test_emacs_lsp_mode_shows_streams_and_accepts(emacs, tmp_path, simulator):
@@ -293,8 +342,10 @@ def test_emacs_lsp_mode_shows_streams_and_accepts(emacs, tmp_path, simulator):
         e.wait_screen(shows)  # now buffer text
         # lsp-mode ran the item's command: the sidecar counted the acceptance.
         s = e.wait("sidecar.stats to count the acceptance", lambda s: (s.get("accepted") or 0) >= 1)
-        print(f"{s['lsp_mode']}: ready {t_ready - t0:.1f}s, "
-              f"full suggestion {t_full - t_ready:.1f}s after typing, {len(s['shown'])} overlays shown")
+        print(
+            f"{s['lsp_mode']}: ready {t_ready - t0:.1f}s, "
+            f"full suggestion {t_full - t_ready:.1f}s after typing, {len(s['shown'])} overlays shown"
+        )
     finally:
         e.close()
 
@@ -319,7 +370,7 @@ def test_emacs_accepts_a_word_a_line_then_the_rest(emacs, tmp_path, simulator):
     shows again (asked again at the new point: the server answers it as a new item)."""
     before = SOURCE.replace("def total(xs):\n\n", "def total(xs):\n    \n", 1)  # four spaces typed
     word, line = "total", " = 0"
-    rest = OUTPUT[len(word + line):]
+    rest = OUTPUT[len(word + line) :]
     assert rest.startswith("\n    for")
     e = _Emacs(tmp_path, simulator)
     try:
@@ -329,8 +380,10 @@ def test_emacs_accepts_a_word_a_line_then_the_rest(emacs, tmp_path, simulator):
         e.keys("C-Right")
         # At the end of a line lsp-mode shows the rest from the character before its start.
         want = before.replace("    \n", "    " + word + "\n", 1)
-        s = e.wait("C-<right> to take a word",
-                   lambda s: s.get("text") == want and s.get("overlay") == word[-1] + OUTPUT[len(word):])
+        s = e.wait(
+            "C-<right> to take a word",
+            lambda s: s.get("text") == want and s.get("overlay") == word[-1] + OUTPUT[len(word) :],
+        )
         id_line = _last_shown_id(s)
         assert id_line != id_word, "the rest was not asked for again"
 
@@ -353,11 +406,20 @@ def test_emacs_accepts_a_word_a_line_then_the_rest(emacs, tmp_path, simulator):
         accepts = [m["params"]["arguments"] for m in sent if m["method"] == "workspace/executeCommand"]
         assert accepts == [[id_word, len(word)], [id_line, len(line)], [id_rest, len(rest)]], sent
 
-        want_counts = {"displayed": 1, "partial": 2, "full": 1, "partial_chars": len(word + line),
-                       "full_chars": len(rest), "accepted_chars": len(OUTPUT), "accepted": 1}
+        want_counts = {
+            "displayed": 1,
+            "partial": 2,
+            "full": 1,
+            "partial_chars": len(word + line),
+            "full_chars": len(rest),
+            "accepted_chars": len(OUTPUT),
+            "accepted": 1,
+        }
+
         def counted(s):
             acc = s.get("acceptance") or {}
             return acc.get("full", 0) >= 1 and acc.get("partial", 0) >= 2
+
         s = e.wait("sidecar.stats to count the accepts", counted)
         time.sleep(0.7)  # nothing more may arrive: the next polls must say the same
         acc = e.state()["acceptance"]

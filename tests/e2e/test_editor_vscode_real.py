@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import kill_group, sidecar_env, simulator_process, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,8 @@ pytestmark = pytest.mark.timeout(600)
 
 def editors_cache() -> Path:
     cache = os.environ.get("SIDECAR_EDITORS_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors")
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sidecar-editors"
+    )
     return Path(cache) / f"code-server-{CS_VERSION}"
 
 
@@ -62,7 +64,9 @@ def code_server() -> Path:
     if not (home / ".installed").exists():
         subprocess.run([str(ROOT / "scripts" / "setup-code-server")], timeout=900, check=False)
     if not (home / ".installed").exists() or not entry.exists():
-        skip_or_fail(f"code-server {CS_VERSION} is not installed in {home} (scripts/setup-code-server could not install it)")
+        skip_or_fail(
+            f"code-server {CS_VERSION} is not installed in {home} (scripts/setup-code-server could not install it)"
+        )
     if not Path("/usr/bin/chromium").exists():
         skip_or_fail("Chromium (/usr/bin/chromium) is not installed")
     return entry
@@ -94,8 +98,9 @@ def simulator(tmp_path):
         yield url
 
 
-def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, work: Path,
-                      keybindings: list[dict] | None = None) -> tuple[subprocess.Popen, str, dict]:
+def start_code_server(
+    entry: Path, vsix: Path, tmp_path: Path, base_url: str, work: Path, keybindings: list[dict] | None = None
+) -> tuple[subprocess.Popen, str, dict]:
     """Install the .vsix into a private extensions dir, write the user settings (and
     keybindings) and start code-server (no auth) on a free port; the sidecar server
     inherits its environment."""
@@ -111,8 +116,9 @@ def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, wo
     )
     (tmp_path / "home").mkdir()
     base = ["node", str(entry), "--user-data-dir", str(data), "--extensions-dir", str(exts)]
-    proc = subprocess.run([*base, "--install-extension", str(vsix), "--force"],
-                          env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [*base, "--install-extension", str(vsix), "--force"], env=env, capture_output=True, text=True, timeout=180
+    )
     assert proc.returncode == 0, f"--install-extension failed\n{proc.stdout}\n{proc.stderr}"
     assert any(exts.glob("*sidecar*")), f"the extension is not in {exts}: {list(exts.iterdir())}"
     settings = {
@@ -144,10 +150,24 @@ def start_code_server(entry: Path, vsix: Path, tmp_path: Path, base_url: str, wo
     port = free_port()
     log = open(tmp_path / "code-server.log", "w")
     server = subprocess.Popen(
-        [*base, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
-         "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
-         str(work)],
-        env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        [
+            *base,
+            "--auth",
+            "none",
+            "--bind-addr",
+            f"127.0.0.1:{port}",
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+            "--disable-getting-started-override",
+            str(work),
+        ],
+        env=env,
+        cwd=work,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while True:
@@ -188,15 +208,18 @@ def shown_stats(tmp_path: Path) -> list[dict]:
         text = p.read_text(errors="replace")
         start = text.find("{")
         try:
-            out.append(json.loads(text[start:text.rfind("}") + 1]))
+            out.append(json.loads(text[start : text.rfind("}") + 1]))
         except ValueError:
             pass
     return out
 
 
 def logs(tmp_path: Path) -> str:
-    parts = [f"--- {p.relative_to(tmp_path)}\n{p.read_text(errors='replace')[-4000:]}"
-             for p in sorted(tmp_path.rglob("*.log")) if p.is_file()]
+    parts = [
+        f"--- {p.relative_to(tmp_path)}\n{p.read_text(errors='replace')[-4000:]}"
+        for p in sorted(tmp_path.rglob("*.log"))
+        if p.is_file()
+    ]
     return "\n".join(parts)[-15000:]
 
 
@@ -210,11 +233,20 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
     server, url, env = start_code_server(code_server, vsix, tmp_path, simulator, work)
     try:
         t0 = time.monotonic()
-        result = run_driver({
-            "url": url, "playwright": str(editors_cache() / "driver"), "chromium": "/usr/bin/chromium",
-            "file": "total.py", "path": str(src), "screens": str(SCREENS), "expect": OUTPUT,
-            "scenario": "accept", "typeThrough": "tot",
-        }, tmp_path)
+        result = run_driver(
+            {
+                "url": url,
+                "playwright": str(editors_cache() / "driver"),
+                "chromium": "/usr/bin/chromium",
+                "file": "total.py",
+                "path": str(src),
+                "screens": str(SCREENS),
+                "expect": OUTPUT,
+                "scenario": "accept",
+                "typeThrough": "tot",
+            },
+            tmp_path,
+        )
         took = time.monotonic() - t0
         (tmp_path / "result.json").write_text(json.dumps(result, indent=2))
         assert "error" not in result, f"{json.dumps(result, indent=2)}\n{logs(tmp_path)}"
@@ -226,10 +258,12 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
         assert max(g["n"] for g in growth) == 4, growth
         assert any(0 < g["chars"] < len(OUTPUT) for g in growth), f"the ghost text did not grow: {growth}"
         # Typing through the start keeps the rest; Tab inserts it.
-        assert result["afterTypeThrough"] == OUTPUT[len("tot"):], result
+        assert result["afterTypeThrough"] == OUTPUT[len("tot") :], result
         assert result["fileText"] == SOURCE.replace("\n\n\n", "\n    " + OUTPUT + "\n\n", 1), result["fileText"]
         # The status bar shows the mode and the model.
-        assert result["statusBar"] and result["statusBar"].startswith("cloud · Qwen2.5-Coder-7B-Instruct"), result.get("statusBar")
+        assert result["statusBar"] and result["statusBar"].startswith("cloud · Qwen2.5-Coder-7B-Instruct"), result.get(
+            "statusBar"
+        )
         # The accept command reached the server.
         # Two witnesses: the server's stats file (gone once the editor has closed and the
         # server exited, which can happen before this check) and the "sidecar: Show Stats"
@@ -245,8 +279,10 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
         # Reported, not asserted: each hide before a re-trigger blanks the ghost text until
         # the new answer is drawn (VS Code 1.100 has no stable API to update it in place).
         blanks = [b["t"] - a["t"] for a, b in zip(growth, growth[1:]) if a["n"] == 0 and a is not growth[0]]
-        print(f"driver took {took:.1f} s; growth {growth}; blanks while growing {blanks} ms; "
-              f"status bar {result['statusBar']!r}")
+        print(
+            f"driver took {took:.1f} s; growth {growth}; blanks while growing {blanks} ms; "
+            f"status bar {result['statusBar']!r}"
+        )
     finally:
         kill_group(server)
 
@@ -254,7 +290,7 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
 # VS Code's Accept Word takes "total"; its Accept Line takes the rest of the line with the
 # line break (VS Code 1.100: up to and including the next "\n"); Tab takes what is left.
 WORD, LINE = "total", " = 0\n"
-REST = OUTPUT[len(WORD + LINE):]
+REST = OUTPUT[len(WORD + LINE) :]
 ACCEPT_LINE_KEY = "alt+end"
 
 
@@ -272,11 +308,16 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
     if screens.exists():
         shutil.rmtree(screens)
     # Accept Line has no default key in VS Code: a user binds it, as here.
-    keys = [{"key": ACCEPT_LINE_KEY, "command": "editor.action.inlineSuggest.acceptNextLine",
-             "when": "inlineSuggestionVisible && editorTextFocus && !editorReadonly"}]
+    keys = [
+        {
+            "key": ACCEPT_LINE_KEY,
+            "command": "editor.action.inlineSuggest.acceptNextLine",
+            "when": "inlineSuggestionVisible && editorTextFocus && !editorReadonly",
+        }
+    ]
     server, url, env = start_code_server(code_server, vsix, tmp_path, simulator, work, keybindings=keys)
     steps = [
-        {"name": "word", "key": "Control+ArrowRight", "ghost": OUTPUT[len(WORD):], "buffer": with_taken(WORD)},
+        {"name": "word", "key": "Control+ArrowRight", "ghost": OUTPUT[len(WORD) :], "buffer": with_taken(WORD)},
         {"name": "line", "key": "Alt+End", "ghost": REST, "buffer": with_taken(WORD + LINE)},
         # The ghost text now starts with the next line's indentation and the cursor is at
         # column 1: VS Code's Tab indents first (its indentation is not less than the tab
@@ -285,19 +326,29 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
         {"name": "rest", "key": "Tab", "ghost": "", "buffer": with_taken(OUTPUT)},
     ]
     try:
-        result = run_driver({
-            "url": url, "playwright": str(editors_cache() / "driver"), "chromium": "/usr/bin/chromium",
-            "file": "total.py", "path": str(src), "screens": str(screens), "expect": OUTPUT,
-            "scenario": "partial", "steps": steps,
-            # Once it shows, the backend suggests nothing more (the simulator would otherwise
-            # suggest its text again after the accept, a second suggestion displayed).
-            "afterGhost": {"url": simulator.removesuffix("/v1") + "/_sim/script", "body": {"outputs": [""] * 50}},
-        }, tmp_path)
+        result = run_driver(
+            {
+                "url": url,
+                "playwright": str(editors_cache() / "driver"),
+                "chromium": "/usr/bin/chromium",
+                "file": "total.py",
+                "path": str(src),
+                "screens": str(screens),
+                "expect": OUTPUT,
+                "scenario": "partial",
+                "steps": steps,
+                # Once it shows, the backend suggests nothing more (the simulator would otherwise
+                # suggest its text again after the accept, a second suggestion displayed).
+                "afterGhost": {"url": simulator.removesuffix("/v1") + "/_sim/script", "body": {"outputs": [""] * 50}},
+            },
+            tmp_path,
+        )
         (tmp_path / "result.json").write_text(json.dumps(result, indent=2))
         assert "error" not in result, f"{json.dumps(result, indent=2)}\n{logs(tmp_path)}"
         # After each key: the ghost text left and the buffer, exactly.
-        assert [(p["name"], p["ghost"], p["buffer"]) for p in result["partial"]] == \
-            [(s["name"], s["ghost"], s["buffer"]) for s in steps], result["partial"]
+        assert [(p["name"], p["ghost"], p["buffer"]) for p in result["partial"]] == [
+            (s["name"], s["ghost"], s["buffer"]) for s in steps
+        ], result["partial"]
         assert result["fileText"] == with_taken(OUTPUT), result["fileText"]
         # The server's counts after the three keys (the "sidecar: Show Stats" output the
         # driver ran at the end; else the server's stats file).
@@ -312,10 +363,19 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
         assert done, f"no stats with a full accept: {stats}\n{logs(tmp_path)}"
         acc = done[0]
         # The last Tab took the rest after the indentation the first Tab typed.
-        got = {k: acc.get(k) for k in ("displayed", "accepted", "partial", "full", "partial_chars", "full_chars", "accepted_chars")}
-        assert got == {"displayed": 1, "accepted": 1, "partial": 2, "full": 1, "partial_chars": len(WORD + LINE),
-                       "full_chars": len(REST) - 4, "accepted_chars": len(OUTPUT) - 4}, \
-            f"{acc}\n{logs(tmp_path)}"
+        got = {
+            k: acc.get(k)
+            for k in ("displayed", "accepted", "partial", "full", "partial_chars", "full_chars", "accepted_chars")
+        }
+        assert got == {
+            "displayed": 1,
+            "accepted": 1,
+            "partial": 2,
+            "full": 1,
+            "partial_chars": len(WORD + LINE),
+            "full_chars": len(REST) - 4,
+            "accepted_chars": len(OUTPUT) - 4,
+        }, f"{acc}\n{logs(tmp_path)}"
         print(f"partial accept steps {[(p['name'], p['t']) for p in result['partial']]}; acceptance {got}")
     finally:
         kill_group(server)
@@ -325,9 +385,13 @@ def test_setup_code_server_skips_without_node(tmp_path):
     """scripts/setup (and CI) may run it anywhere: without Node.js it says why and exits 0."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    proc = subprocess.run([shutil.which("bash") or "/bin/bash", str(ROOT / "scripts" / "setup-code-server")],
-                          env={"PATH": str(bindir), "HOME": str(tmp_path), "SIDECAR_EDITORS_CACHE": str(tmp_path / "c")},
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [shutil.which("bash") or "/bin/bash", str(ROOT / "scripts" / "setup-code-server")],
+        env={"PATH": str(bindir), "HOME": str(tmp_path), "SIDECAR_EDITORS_CACHE": str(tmp_path / "c")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "skipping" in proc.stderr
     assert not (tmp_path / "c").exists()

@@ -21,13 +21,13 @@ import pytest
 from lsprotocol import types
 
 from conftest import client_capabilities, inline_params, open_doc, sidecar, sidecar_env
+from devtools.simulator import LatencyModel, SimulatedBackend
 from sidecar.backends.base import StreamInfo, UpstreamRequest
-from sidecar.backends.errors import BackendError
 from sidecar.backends.engine_setup import shipped_model_path
 from sidecar.backends.engine_start import warmup_prompt
+from sidecar.backends.errors import BackendError
 from sidecar.backends.local_engine import LocalEngineBackend
 from sidecar.backends.managed_engine import ManagedEngine
-from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -43,7 +43,9 @@ def free_port() -> int:
 
 async def timed_ask(client, uri, line, col, timeout=60):
     t0 = time.monotonic()
-    result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, line, col)), timeout)
+    result = await asyncio.wait_for(
+        client.text_document_inline_completion_async(inline_params(uri, line, col)), timeout
+    )
     return result, time.monotonic() - t0
 
 
@@ -87,8 +89,15 @@ async def test_managed_engine_completes_a_long_prompt_without_extra_buffers_or_s
     # Control: the same model loaded without the launcher does consider an extra buffer
     # type on CPUs that have one (AVX2 repacking, AMX), so the check above can fail.
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, llama_cpp; llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=True)",
-         str(shipped_model_path())], capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import sys, llama_cpp; llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=True)",
+            str(shipped_model_path()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if "REPACK" not in probe.stderr and "AMX" not in probe.stderr:
         pytest.skip("this CPU and build have no extra buffer type, so the control shows nothing")
@@ -149,8 +158,11 @@ async def test_crashing_engine_over_lsp_one_message_every_request_on_time(tmp_pa
 # The third: GGUF's magic and a header that does not parse. The engine starts before the
 # header is parsed (the parse runs while it loads); the parse's error must still stop it
 # and be the one the user sees, permanent.
-@pytest.mark.parametrize("content", [None, b"this is not a model\n", b"GGUF\x03\x00\x00\x00" + b"\xff" * 64],
-                         ids=["missing", "not-gguf", "bad-header"])
+@pytest.mark.parametrize(
+    "content",
+    [None, b"this is not a model\n", b"GGUF\x03\x00\x00\x00" + b"\xff" * 64],
+    ids=["missing", "not-gguf", "bad-header"],
+)
 async def test_bad_model_file_is_permanent_and_named(tmp_path, content):
     model = tmp_path / "model.gguf"
     if content is not None:
@@ -173,21 +185,34 @@ async def test_bad_model_file_is_permanent_and_named(tmp_path, content):
 async def test_external_engine_with_closed_port_answers_every_request_on_time(tmp_path, engine):
     async with SimulatedBackend(LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1)) as cloud:
         env = sidecar_env(
-            tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE=engine,
-            SIDECAR_LOCAL_URL=f"http://127.0.0.1:{free_port()}", SILICONFLOW_API_KEY=KEY,
-            SIDECAR_BASE_URL=cloud.base_url, SIDECAR_REQUEST_TIMEOUT_MS="2000", SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+            tmp_path,
+            SIDECAR_MODE="local",
+            SIDECAR_LOCAL_ENGINE=engine,
+            SIDECAR_LOCAL_URL=f"http://127.0.0.1:{free_port()}",
+            SILICONFLOW_API_KEY=KEY,
+            SIDECAR_BASE_URL=cloud.base_url,
+            SIDECAR_REQUEST_TIMEOUT_MS="2000",
+            SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
         )
         uri = "file:///w/ext.py"
         async with sidecar(env) as client:
             open_doc(client, uri, TEXT)
             answers = []
             for i in range(4):
-                client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
-                    content_changes=[types.TextDocumentContentChangePartial(
-                        range=types.Range(start=types.Position(line=3, character=11 + i),
-                                          end=types.Position(line=3, character=11 + i)), text="f")],
-                ))
+                client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
+                        content_changes=[
+                            types.TextDocumentContentChangePartial(
+                                range=types.Range(
+                                    start=types.Position(line=3, character=11 + i),
+                                    end=types.Position(line=3, character=11 + i),
+                                ),
+                                text="f",
+                            )
+                        ],
+                    )
+                )
                 answers.append(await timed_ask(client, uri, 3, 12 + i))
             shown = [m.message for m in client.messages]
         assert all(took < 2.0 + 0.5 for _r, took in answers), answers
@@ -198,17 +223,24 @@ async def test_external_engine_with_closed_port_answers_every_request_on_time(tm
 def ollama_env(tmp_path, sim, **extra):
     """Local mode on Ollama, played by the simulator: an engine that loads its model on
     demand (``Backend.loads_models``; a cloud's silent first stream is a fault instead)."""
-    return sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE="ollama",
-                       SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"), SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
-                       SIDECAR_CACHE="false", **extra)
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_MODE="local",
+        SIDECAR_LOCAL_ENGINE="ollama",
+        SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
+        SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+        SIDECAR_CACHE="false",
+        **extra,
+    )
 
 
 async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(tmp_path):
     """First request needs 12 s (model load); the user types 3 keys and waits 15 s."""
     async with SimulatedBackend(LatencyModel(ttft_ms=20, tokens_per_s=200, seed=2)) as sim:
+
         def responder(body):  # the rest of "sum(xs)" after what the prompt already has
             typed = str(body.get("prompt", "")).rpartition("return ")[2]
-            return "sum(xs)"[len(typed):] if "sum(xs)".startswith(typed) else "0"
+            return "sum(xs)"[len(typed) :] if "sum(xs)".startswith(typed) else "0"
 
         sim.set_responder(responder)
         sim.set_load_on_demand(12.0)
@@ -221,12 +253,20 @@ async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(t
             pending = []
             t_start = time.monotonic()
             for i, ch in enumerate("sum"):
-                client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
-                    content_changes=[types.TextDocumentContentChangePartial(
-                        range=types.Range(start=types.Position(line=1, character=11 + i),
-                                          end=types.Position(line=1, character=11 + i)), text=ch)],
-                ))
+                client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
+                        content_changes=[
+                            types.TextDocumentContentChangePartial(
+                                range=types.Range(
+                                    start=types.Position(line=1, character=11 + i),
+                                    end=types.Position(line=1, character=11 + i),
+                                ),
+                                text=ch,
+                            )
+                        ],
+                    )
+                )
                 pending.append(asyncio.ensure_future(timed_ask(client, uri, 1, 12 + i, timeout=30)))
                 await asyncio.sleep(0.15)
             answers = await asyncio.gather(*pending)
@@ -251,7 +291,9 @@ async def test_backend_that_loads_its_model_on_the_first_request_loads_it_once(t
         assert all(u["version"] == 4 for _t, u in client.sidecar_updates)
         first_update_t = client.sidecar_updates[0][0]
         assert loaded_at is not None and first_update_t - loaded_at < 1.0, (first_update_t, loaded_at)
-        assert again is not None and again.items[0].insert_text == "(xs)" and again_s < 1.5  # from the stream, no new load
+        assert (
+            again is not None and again.items[0].insert_text == "(xs)" and again_s < 1.5
+        )  # from the stream, no new load
         assert sim.loads_started == 1 and sim.loads_completed == 1
 
 
@@ -282,8 +324,9 @@ async def test_deadline_that_ends_before_the_stream_starts_still_starts_the_load
 
 async def test_engine_load_is_reported_as_work_done_progress(tmp_path):
     caps = client_capabilities()
-    caps.window = types.WindowClientCapabilities(work_done_progress=True,
-                                                 show_message=types.ShowMessageRequestClientCapabilities())
+    caps.window = types.WindowClientCapabilities(
+        work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()
+    )
     async with sidecar(sidecar_env(tmp_path), capabilities=caps) as client:
         open_doc(client, "file:///w/p.py", TEXT)
         deadline = time.monotonic() + 120
@@ -315,8 +358,13 @@ async def test_auto_mode_says_when_the_local_engine_cannot_start(tmp_path):
     async with SimulatedBackend(LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1)) as cloud:
         cloud.set_responder(lambda body: "fibonacci(n - 1) + fibonacci(n - 2)")
         missing = tmp_path / "missing.gguf"
-        env = sidecar_env(tmp_path, SIDECAR_MODE="auto", SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=cloud.base_url,
-                          SIDECAR_LOCAL_MODEL_PATH=str(missing))
+        env = sidecar_env(
+            tmp_path,
+            SIDECAR_MODE="auto",
+            SILICONFLOW_API_KEY=KEY,
+            SIDECAR_BASE_URL=cloud.base_url,
+            SIDECAR_LOCAL_MODEL_PATH=str(missing),
+        )
         async with sidecar(env) as client:
             open_doc(client, "file:///w/auto.py", TEXT)
             deadline = time.monotonic() + 20
@@ -351,7 +399,9 @@ async def test_request_that_waited_for_another_documents_load_gets_its_own_sugge
             t0 = time.monotonic()
             got_b, took_b = await timed_ask(client, b, 1, 11)
             await first
-            while not any(u["uri"] == b and u["done"] for _t, u in client.sidecar_updates) and time.monotonic() - t0 < 10:
+            while (
+                not any(u["uri"] == b and u["done"] for _t, u in client.sidecar_updates) and time.monotonic() - t0 < 10
+            ):
                 await asyncio.sleep(0.05)
             b_updates = [(t - t0, u) for t, u in client.sidecar_updates if u["uri"] == b and u["items"]]
     assert took_b < 1.0 + 0.5 and (got_b is None or not got_b.items), (got_b, took_b)

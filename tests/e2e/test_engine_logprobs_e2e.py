@@ -41,8 +41,23 @@ def engine(module: str, logits_all: bool, log: Path):
     """A llama-cpp-python server on the shipped model (``module``: our launcher or
     llama-cpp-python's own), yielding its base URL once it answers."""
     port = _port()
-    cmd = [sys.executable, "-m", module, "--model", str(shipped_model_path()), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "512", "--n_threads", "1", "--logits_all", str(logits_all)]
+    cmd = [
+        sys.executable,
+        "-m",
+        module,
+        "--model",
+        str(shipped_model_path()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "512",
+        "--n_threads",
+        "1",
+        "--logits_all",
+        str(logits_all),
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
@@ -115,7 +130,9 @@ def test_launcher_logprobs_match_llama_cpp_pythons_own(tmp_path):
 async def test_gate_gets_the_real_engines_first_line_logprobs(tmp_path):
     env = sidecar_env(tmp_path, SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD="0", SIDECAR_PREFETCH="false")
     uri = "file:///tmp/lp.py"
-    text = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n    return "
+    text = (
+        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n    return '
+    )
     async with sidecar(env) as client:
         open_doc(client, uri, text)
         result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, 4, 11)), 180)

@@ -12,12 +12,12 @@ from contextlib import aclosing
 import httpx2 as httpx
 import pytest
 
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 from sidecar.backends.base import StreamInfo, UpstreamRequest
 from sidecar.backends.errors import ENGINE, FIM_UNSUPPORTED, MODEL_NOT_FOUND, BackendError
 from sidecar.backends.llama_server import LlamaServerBackend
-from sidecar.completion.prompts import generate_request, infill_request
 from sidecar.backends.ollama import OllamaBackend
-from devtools.simulator import Fault, LatencyModel, SimulatedBackend
+from sidecar.completion.prompts import generate_request, infill_request
 from support.engines import MODEL, ctx_at
 
 FAST = LatencyModel(ttft_ms=2, tokens_per_s=2000, seed=0)
@@ -186,7 +186,9 @@ async def test_ollama_generate_stream(sim, ollama):
 async def test_ollama_early_close_disconnects(sim, ollama):
     sim.set_latency(SLOW)
     sim.script(["tok " * 200])
-    agen = ollama.stream(generate_request(ctx_at(), model=MODEL, fim=True, max_tokens=400, temperature=0.0), StreamInfo())
+    agen = ollama.stream(
+        generate_request(ctx_at(), model=MODEL, fim=True, max_tokens=400, temperature=0.0), StreamInfo()
+    )
     async with aclosing(agen):
         for _ in range(3):
             await agen.__anext__()

@@ -19,12 +19,20 @@ async def test_local_engine_by_url(tmp_path, engine, path):
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1)) as sim:
         sim.set_responder(lambda body: "return a + b")
         cloud = "http://127.0.0.1:9/v1"  # configured but must never be used in local mode
-        env = sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE=engine,
-                          SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
-                          SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b", SILICONFLOW_API_KEY="sk-x", SIDECAR_BASE_URL=cloud)
+        env = sidecar_env(
+            tmp_path,
+            SIDECAR_MODE="local",
+            SIDECAR_LOCAL_ENGINE=engine,
+            SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
+            SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+            SILICONFLOW_API_KEY="sk-x",
+            SIDECAR_BASE_URL=cloud,
+        )
         async with sidecar(env) as client:
             open_doc(client, "file:///w/a.py", TEXT)
-            result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params("file:///w/a.py", 1, 4)), 20)
+            result = await asyncio.wait_for(
+                client.text_document_inline_completion_async(inline_params("file:///w/a.py", 1, 4)), 20
+            )
         # (Ollama also gets one preload request with no prompt, which loads the model.)
         reqs = [r for r in sim.requests if r.path == path and (r.body or {}).get("stream", True) is not False]
     assert result is not None and result.items[0].insert_text == "return a + b"

@@ -24,7 +24,8 @@ async def ask_once(tmp_path, output: str, line: int, character: int):
         async with sidecar(env) as client:
             open_doc(client, "file:///w/mean.py", TEXT)
             result = await asyncio.wait_for(
-                client.text_document_inline_completion_async(inline_params("file:///w/mean.py", line, character)), 20)
+                client.text_document_inline_completion_async(inline_params("file:///w/mean.py", line, character)), 20
+            )
         bodies = [r.body for r in sim.requests if r.path.endswith("/completions")]
     return result, bodies
 

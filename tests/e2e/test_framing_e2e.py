@@ -34,7 +34,7 @@ def parse_frames(data: bytes) -> tuple[list[dict], bytes]:
         n = int(headers["Content-Length"])
         if end + 4 + n > len(data):
             break
-        out.append(json.loads(data[end + 4:end + 4 + n]))
+        out.append(json.loads(data[end + 4 : end + 4 + n]))
         i = end + 4 + n
     return out, data[i:]
 
@@ -42,8 +42,14 @@ def parse_frames(data: bytes) -> tuple[list[dict], bytes]:
 class Server:
     def __init__(self, tmp_path):
         env = sidecar_env(tmp_path, SIDECAR_BASE_URL="http://127.0.0.1:9/v1")  # nothing listens: no engine
-        self.proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+        )
         self.out = b""
         self.frames: list[dict] = []
 
@@ -69,8 +75,16 @@ class Server:
         return want(self.frames)
 
     def initialize(self) -> None:
-        self.send(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                         "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+        self.send(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            )
+        )
         assert self.wait_for(lambda f: 1 in {m.get("id") for m in f}, 30), self.proc.stderr.read1()
         self.send(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
 
@@ -177,18 +191,38 @@ def test_a_stream_that_cannot_be_resynchronised_exits_non_zero(tmp_path):
     assert tail == b""
 
 
-@pytest.mark.parametrize("line,character", [(-1, 0), (0, 2 ** 40)], ids=["negative-line", "past-uinteger"])
+@pytest.mark.parametrize("line,character", [(-1, 0), (0, 2**40)], ids=["negative-line", "past-uinteger"])
 def test_a_position_outside_the_lsp_types_is_invalid_params_and_one_warning(tmp_path, line, character):
     """Not a uinteger (LSP 3.17 §Position): -32602, one warning line on stderr, no ERROR
     and no traceback (the client's mistake, not the server's), and the next request is
     answered."""
     s = Server(tmp_path)
     s.initialize()
-    s.send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": "file:///w/p.py", "languageId": "python", "version": 1, "text": "x = 1\n"}}}))
-    s.send(frame({"jsonrpc": "2.0", "id": 40, "method": "textDocument/inlineCompletion", "params": {
-        "textDocument": {"uri": "file:///w/p.py"}, "position": {"line": line, "character": character},
-        "context": {"triggerKind": 2}}}))
+    s.send(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {"uri": "file:///w/p.py", "languageId": "python", "version": 1, "text": "x = 1\n"}
+                },
+            }
+        )
+    )
+    s.send(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 40,
+                "method": "textDocument/inlineCompletion",
+                "params": {
+                    "textDocument": {"uri": "file:///w/p.py"},
+                    "position": {"line": line, "character": character},
+                    "context": {"triggerKind": 2},
+                },
+            }
+        )
+    )
     s.send(frame(stats(GOOD)))
     assert s.wait_for(lambda f: {40, GOOD} <= set(s.answers()), 30)
     err = s.finish()

@@ -37,9 +37,16 @@ def env_for(tmp_path, sim, gate="true", seen_ms="0"):
     when asked: the gate judges only suggestions that carry them. ``seen_ms`` 0: a
     suggestion passed over at once still counts as read (the default, 400 ms, is tested
     on its own below)."""
-    return sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_API_KEY="sk-gate-123456789", SIDECAR_PREFETCH="false",
-                       SIDECAR_GATE=gate, SIDECAR_GATE_THRESHOLD=THRESHOLD, SIDECAR_GATE_SEEN_MS=seen_ms)
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_PROVIDER="openai",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY="sk-gate-123456789",
+        SIDECAR_PREFETCH="false",
+        SIDECAR_GATE=gate,
+        SIDECAR_GATE_THRESHOLD=THRESHOLD,
+        SIDECAR_GATE_SEEN_MS=seen_ms,
+    )
 
 
 async def cmd(client, name, *args):
@@ -128,8 +135,15 @@ async def test_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
     """SiliconFlow (the simulator as it) is not asked for log-probabilities: the gate, on,
     shows its fresh streams' suggestions unjudged however often they are passed over (the
     cache is off: a stored suggestion is judged on its text, see test_gate.py)."""
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-g", SIDECAR_BASE_URL=sim.base_url, SIDECAR_PREFETCH="false",
-                      SIDECAR_CACHE="false", SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD)
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-g",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PREFETCH="false",
+        SIDECAR_CACHE="false",
+        SIDECAR_GATE="true",
+        SIDECAR_GATE_THRESHOLD=THRESHOLD,
+    )
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
         for i in range(30):
@@ -146,9 +160,17 @@ async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
     the model's unsure suggestions are passed over and its sure ones taken, an unsure
     one is held back while a sure one of the same kind is still shown (the fitted
     defaults may hold back an unsure blank-line suggestion at once)."""
-    env = sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
-                      SIDECAR_API_KEY="sk-gate-logprobs-123456", SIDECAR_PREFETCH="false", SIDECAR_CACHE="false",
-                      SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD=THRESHOLD, SIDECAR_GATE_SEEN_MS="0")
+    env = sidecar_env(
+        tmp_path,
+        SIDECAR_PROVIDER="openai",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY="sk-gate-logprobs-123456",
+        SIDECAR_PREFETCH="false",
+        SIDECAR_CACHE="false",
+        SIDECAR_GATE="true",
+        SIDECAR_GATE_THRESHOLD=THRESHOLD,
+        SIDECAR_GATE_SEEN_MS="0",
+    )
     sure, unsure = (lambda _t: -0.05), (lambda _t: -4.0)
     async with sidecar(env) as client:
         open_doc(client, URI, TEXT)
@@ -175,13 +197,19 @@ async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
 
 
 def type_at(client, version, line, col, text):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=line, character=col),
-                              end=types.Position(line=line, character=col)),
-            text=text)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(
+                        start=types.Position(line=line, character=col), end=types.Position(line=line, character=col)
+                    ),
+                    text=text,
+                )
+            ],
+        )
+    )
 
 
 async def test_a_suggestion_typed_over_before_it_could_be_read_teaches_nothing(tmp_path, sim):

@@ -11,25 +11,19 @@ import pytest
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.completion.healing import grammar_for
 from devtools.simulator import LatencyModel, SimulatedBackend
+from sidecar.completion.healing import grammar_for
 
 pytestmark = pytest.mark.timeout(240)
 
 
 # -- the real embedded engine over stdio LSP -------------------------------------------
 
-FIB = (
-    "def fibonacci(n):\n"
-    "    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
-    "    if n < 2:\n"
-    "        return n\n"
-    "    return fibo"
-)
+FIB = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n    return fibo'
 FIB_POS = (4, len("    return fibo"))
 WRITER = (
     "class Writer:\n"
-    "    def __init__(self, f, restval=\"\", extrasaction=\"raise\"):\n"
+    '    def __init__(self, f, restval="", extrasaction="raise"):\n'
     "        self.f = f\n"
     "        self.restval "
 )
@@ -81,8 +75,9 @@ async def test_real_engine_mid_word_hole_continues_the_word(tmp_path):
     # The grammar request only generated the heal; a plain request went on from there.
     assert stats["counters"].get("heal.two_phase", 0) >= 1, stats["counters"]
 
-    async with sidecar(sidecar_env(tmp_path / "off", SIDECAR_CACHE="false"),
-                       init_options={**init, "tokenHealing": False}) as client:
+    async with sidecar(
+        sidecar_env(tmp_path / "off", SIDECAR_CACHE="false"), init_options={**init, "tokenHealing": False}
+    ) as client:
         open_doc(client, "file:///w/fib.py", FIB)
         unhealed = await _ask(client, "file:///w/fib.py", FIB_POS)
     assert unhealed is None or not unhealed.startswith("nacci"), unhealed  # the measured problem
@@ -127,8 +122,9 @@ async def test_cloud_candidate_must_continue_the_word(tmp_path):
 
 async def test_cloud_whitespace_is_not_healed(tmp_path):
     """Where output can only be filtered, a prefix ending in a space is sent as it is."""
-    async with SimulatedBackend(latency=LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1),
-                                responder=lambda body: "restval") as sim:
+    async with SimulatedBackend(
+        latency=LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1), responder=lambda body: "restval"
+    ) as sim:
         env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false")
         async with sidecar(env) as client:
             open_doc(client, "file:///w/w.py", WRITER.replace("self.restval ", "self.restval = "))
@@ -144,9 +140,14 @@ async def test_local_engines_by_url_heal(tmp_path, engine, path):
     ``prompt`` (its FIM with ``suffix``) and a filter. The answer is relative to the cursor."""
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=10, tokens_per_s=500, seed=1)) as sim:
         sim.set_responder(lambda body: " fibonacci(n - 1)")
-        env = sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE=engine,
-                          SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
-                          SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b", SIDECAR_CACHE="false")
+        env = sidecar_env(
+            tmp_path,
+            SIDECAR_MODE="local",
+            SIDECAR_LOCAL_ENGINE=engine,
+            SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
+            SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+            SIDECAR_CACHE="false",
+        )
         async with sidecar(env) as client:
             open_doc(client, "file:///w/f.py", FIB + "\n")
             answer = await _ask(client, "file:///w/f.py", FIB_POS, timeout=20)

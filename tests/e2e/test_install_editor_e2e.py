@@ -21,6 +21,7 @@ fake_vsix = install_editor_support.fake_vsix
 
 # --- VS Code / Cursor ---
 
+
 @pytest.mark.parametrize("editor, cli", [("vscode", "code"), ("cursor", "cursor")])
 def test_installs_newest_vsix_with_the_editor_cli(home, tmp_path, monkeypatch, capsys, fake_vsix, editor, cli):
     log = tmp_path / "cli-args"
@@ -52,8 +53,14 @@ def test_cli_failure_is_reported(home, tmp_path, monkeypatch, capsys, fake_vsix)
 
 def test_module_entry_point_stdout_is_only_instructions(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
-    proc = subprocess.run([sys.executable, "-m", "sidecar.tools.install_editor", "helix", "--prefix", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sidecar.tools.install_editor", "helix", "--prefix", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0
     assert proc.stdout.startswith("Helix does not support")
     assert "--prefix does not apply" in proc.stderr and "--prefix" not in proc.stdout
@@ -61,8 +68,14 @@ def test_module_entry_point_stdout_is_only_instructions(tmp_path):
 
 def test_wired_into_sidecar_cli(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
-    proc = subprocess.run([sys.executable, "-m", "sidecar", "install-editor", "helix"],
-                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sidecar", "install-editor", "helix"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+    )
     if proc.returncode == 2 and "invalid choice" in proc.stderr:
         pytest.skip("`sidecar install-editor` is not wired into sidecar/cli.py yet")
     assert proc.returncode == 0, proc.stderr

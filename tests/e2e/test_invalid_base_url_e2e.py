@@ -25,8 +25,18 @@ pytestmark = pytest.mark.timeout(120)
 KEY = "sk-private-gateway-key-0123456789"
 BAD_URL = "htps://my-private-gw.example/v1"
 URI = "file:///w/p.py"
-_ENV_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
-             "no_proxy", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+_ENV_VARS = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
 
 
 class Listener:
@@ -38,7 +48,7 @@ class Listener:
         self.received: list[bytes] = []
         self._server: asyncio.AbstractServer | None = None
 
-    async def __aenter__(self) -> "Listener":
+    async def __aenter__(self) -> Listener:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
@@ -58,7 +68,7 @@ class Listener:
             data = await asyncio.wait_for(reader.read(65536), 5)
             writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             self.received.append(data)
@@ -75,8 +85,9 @@ def env_with(tmp_path, proxy: Listener, **env: str) -> dict[str, str]:
 
 
 async def cmd(client, name, *args):
-    return await asyncio.wait_for(client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command=name, arguments=list(args))), 30)
+    return await asyncio.wait_for(
+        client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args))), 30
+    )
 
 
 async def one_request(env, init_options=None, settle_s=1.0):
@@ -105,8 +116,13 @@ def assert_no_cloud(proxy: Listener, status: dict, messages: list[str], url: str
 
 async def test_a_typo_in_the_environments_base_url_sends_the_key_nowhere(tmp_path):
     async with Listener() as proxy:
-        env = env_with(tmp_path, proxy, SIDECAR_BASE_URL=BAD_URL, SIDECAR_API_KEY=KEY,
-                       SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"))
+        env = env_with(
+            tmp_path,
+            proxy,
+            SIDECAR_BASE_URL=BAD_URL,
+            SIDECAR_API_KEY=KEY,
+            SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"),
+        )
         status, messages = await one_request(env)
     assert_no_cloud(proxy, status, messages, BAD_URL, "SIDECAR_BASE_URL")
     assert KEY not in (tmp_path / "sidecar.jsonl").read_text(encoding="utf-8")
@@ -145,12 +161,19 @@ async def test_no_other_layers_base_url_gets_the_key(tmp_path, local_sim):
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=1000, seed=1)) as other:
         other.set_responder(lambda body: "leaked")
         async with Listener() as proxy:
-            env = env_with(tmp_path, proxy, SIDECAR_BASE_URL=BAD_URL, OPENAI_BASE_URL=other.base_url,
-                           SIDECAR_API_KEY=KEY, **local_engine(local_sim))
+            env = env_with(
+                tmp_path,
+                proxy,
+                SIDECAR_BASE_URL=BAD_URL,
+                OPENAI_BASE_URL=other.base_url,
+                SIDECAR_API_KEY=KEY,
+                **local_engine(local_sim),
+            )
             status, messages = await one_request(env)
             assert_no_cloud(proxy, status, messages, BAD_URL, "SIDECAR_BASE_URL")
-            env = env_with(tmp_path, proxy, SIDECAR_BASE_URL=other.base_url, SIDECAR_API_KEY=KEY,
-                           **local_engine(local_sim))
+            env = env_with(
+                tmp_path, proxy, SIDECAR_BASE_URL=other.base_url, SIDECAR_API_KEY=KEY, **local_engine(local_sim)
+            )
             status, messages = await one_request(env, init_options={"baseUrl": "ftp://gw.example/v1"})
             assert_no_cloud(proxy, status, messages, "ftp://gw.example/v1", "initializationOptions")
         assert other.requests == []
@@ -165,17 +188,21 @@ async def test_a_live_reload_keeps_a_valid_url_and_never_falls_back_to_siliconfl
             env = env_with(tmp_path, proxy, SIDECAR_BASE_URL=cloud.base_url, SIDECAR_API_KEY=KEY)
             async with sidecar(env) as client:
                 client.workspace_did_change_configuration(
-                    types.DidChangeConfigurationParams(settings={"sidecar": {"baseUrl": BAD_URL, "maxTokens": 19}}))
+                    types.DidChangeConfigurationParams(settings={"sidecar": {"baseUrl": BAD_URL, "maxTokens": 19}})
+                )
                 await asyncio.sleep(0.3)
                 open_doc(client, URI, "def area(w, h):\n    \n")
-                kept = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, 1, 4)), 30)
+                kept = await asyncio.wait_for(
+                    client.text_document_inline_completion_async(inline_params(URI, 1, 4)), 30
+                )
                 kept_messages = [m.message for m in client.messages]
             # (2) No valid base URL in use (local mode, the key alone would mean SiliconFlow):
             # a bad one with cloud mode from the editor leaves no cloud backend.
             env = env_with(tmp_path, proxy, SIDECAR_API_KEY=KEY, SIDECAR_MODE="local", **local_engine(local_sim))
             async with sidecar(env) as client:
                 client.workspace_did_change_configuration(
-                    types.DidChangeConfigurationParams(settings={"sidecar": {"baseUrl": BAD_URL, "mode": "cloud"}}))
+                    types.DidChangeConfigurationParams(settings={"sidecar": {"baseUrl": BAD_URL, "mode": "cloud"}})
+                )
                 await asyncio.sleep(0.3)
                 open_doc(client, URI, "def area(w, h):\n    \n")
                 await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, 1, 4)), 30)

@@ -22,8 +22,13 @@ async def stats(client):
 async def test_prefetch_pauses_while_the_backend_is_loaded_and_resumes(tmp_path):
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=40, tokens_per_s=2000, seed=5)) as sim:
         sim.set_responder(lambda body: "x + 1")
-        env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-load", SIDECAR_BASE_URL=sim.base_url,
-                          SIDECAR_CACHE="false", SIDECAR_PREFETCH="true")
+        env = sidecar_env(
+            tmp_path,
+            SILICONFLOW_API_KEY="sk-load",
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_CACHE="false",
+            SIDECAR_PREFETCH="true",
+        )
         init = {"debounceMinMs": 0, "debounceMaxMs": 0}
         async with sidecar(env, init_options=init) as client:
             n = 0
@@ -63,8 +68,13 @@ async def test_prompt_shrinks_and_drops_other_files_while_the_backend_is_loaded(
     other = "def shared_scale(v):\n    return v * 3\n"
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=40, tokens_per_s=2000, seed=5)) as sim:
         sim.set_responder(lambda body: "1")
-        env = sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-load", SIDECAR_BASE_URL=sim.base_url,
-                          SIDECAR_CACHE="false", SIDECAR_PREFETCH="false")
+        env = sidecar_env(
+            tmp_path,
+            SILICONFLOW_API_KEY="sk-load",
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_CACHE="false",
+            SIDECAR_PREFETCH="false",
+        )
         init = {"debounceMinMs": 0, "debounceMaxMs": 0, "crossfileTokens": 256}
         async with sidecar(env, init_options=init) as client:
             open_doc(client, "file:///w/other.py", other)
@@ -78,10 +88,14 @@ async def test_prompt_shrinks_and_drops_other_files_while_the_backend_is_loaded(
                 open_doc(client, uri, text)
                 last = text.count("\n") - 1
                 before = len(sim.requests)
-                await asyncio.wait_for(client.text_document_inline_completion_async(
-                    inline_params(uri, last, len(f"x{n} = shared_scale("))), 20)
+                await asyncio.wait_for(
+                    client.text_document_inline_completion_async(
+                        inline_params(uri, last, len(f"x{n} = shared_scale("))
+                    ),
+                    20,
+                )
                 await asyncio.sleep(0.05)
-                got = [r.body for r in completions(sim)[-(len(sim.requests) - before):] if r.body]
+                got = [r.body for r in completions(sim)[-(len(sim.requests) - before) :] if r.body]
                 return got[-1] if got else None
 
             idle = [await ask() for _ in range(14)]

@@ -31,7 +31,9 @@ def _alive(pid: int) -> bool:
 async def test_local_engine_suggests_and_stops(tmp_path):
     env = sidecar_env(tmp_path)
     uri = "file:///tmp/fib.py"
-    text = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n    return "
+    text = (
+        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n    return '
+    )
     async with sidecar(env) as client:
         open_doc(client, uri, text)
         result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, 4, 11)), 180)

@@ -66,20 +66,24 @@ async def test_switch_modes_while_typing_loses_no_request(tmp_path, cloud):
             for _ in range(n):
                 version += 1
                 pos = types.Position(3, col)
-                client.text_document_did_change(types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text="f")],
-                ))
+                client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text="f")],
+                    )
+                )
                 col += 1
-                futs.append(asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, 3, col))))
+                futs.append(
+                    asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, 3, col)))
+                )
                 await asyncio.sleep(0.05)
             return futs
 
-        futs = await type_and_ask(5)                       # cloud
+        futs = await type_and_ask(5)  # cloud
         out = await command(client, "sidecar.setMode", "local")
         assert out["changed"] and out["mode"] == "local"
         cloud_counts.append(len(cloud.requests))
-        futs += await type_and_ask(5)                      # local (the engine starts on the way)
+        futs += await type_and_ask(5)  # local (the engine starts on the way)
         futs.append(asyncio.ensure_future(ask(client, uri, 3, col)))
         answers = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), 180)
         cloud_counts.append(len(cloud.requests))
@@ -160,8 +164,9 @@ async def test_first_prompt_slower_than_the_deadline_still_comes_as_an_update(tm
     env = sidecar_env(tmp_path, SIDECAR_REQUEST_TIMEOUT_MS="300", SIDECAR_ENGINE_FAULT="slow_prompt")
     async with sidecar(env, init_options={"temperature": 0}) as client:
         open_doc(client, "file:///w/c.py", TEXT)
-        elapsed = await ask_then_wait_for_update(client, "file:///w/c.py", 3, 11, wait_s=30,
-                                                 what="the slow first prompt never produced a suggestion")
+        elapsed = await ask_then_wait_for_update(
+            client, "file:///w/c.py", 3, 11, wait_s=30, what="the slow first prompt never produced a suggestion"
+        )
         st = await stats(client)
     assert elapsed < 0.3 + 1.5, f"the first request took {elapsed:.2f} s"
     assert st["counters"].get("sched.loader_streams") == 1
@@ -175,8 +180,9 @@ async def test_short_deadline_never_cuts_off_a_cold_model_load(tmp_path):
     # Temperature 0: the tiny model's answer here is then always the same non-empty line.
     async with sidecar(env, init_options={"temperature": 0}) as client:
         open_doc(client, "file:///w/c.py", TEXT)
-        elapsed = await ask_then_wait_for_update(client, "file:///w/c.py", 3, 11, wait_s=120,
-                                                 what="the cold load never produced a suggestion")
+        elapsed = await ask_then_wait_for_update(
+            client, "file:///w/c.py", 3, 11, wait_s=120, what="the cold load never produced a suggestion"
+        )
         t1 = time.monotonic()
         again = await ask(client, "file:///w/c.py", 3, 11)
         again_s = time.monotonic() - t1

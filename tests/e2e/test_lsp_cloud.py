@@ -39,7 +39,9 @@ async def wait_done(client, timeout=10):
 
 
 async def ask(client, uri, line, character, timeout=20):
-    return await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, line, character)), timeout)
+    return await asyncio.wait_for(
+        client.text_document_inline_completion_async(inline_params(uri, line, character)), timeout
+    )
 
 
 async def complete_once(tmp_path, sim, uri, text, line, character, **env):
@@ -178,8 +180,9 @@ async def test_native_fim_refused_falls_back_to_template(tmp_path, sim):
 
 async def test_model_without_fim_uses_chat(tmp_path, sim):
     sim.script(["return 42"])
-    result = await complete_once(tmp_path, sim, "file:///w/g.py", "def answer():\n    \n", 1, 4,
-                                 SIDECAR_MODEL="Qwen/Qwen3-8B")
+    result = await complete_once(
+        tmp_path, sim, "file:///w/g.py", "def answer():\n    \n", 1, 4, SIDECAR_MODEL="Qwen/Qwen3-8B"
+    )
     (req,) = completions(sim)
     assert req.path == "/v1/chat/completions"
     assert req.body["model"] == "Qwen/Qwen3-8B"
@@ -236,10 +239,10 @@ async def test_every_request_answered_including_bad_input(tmp_path, sim):
         open_doc(client, "file:///w/bin.py", "\x00\x01\x02binary\x00" * 100)
         params = [
             inline_params("file:///w/a.py", 1, 4),
-            inline_params("file:///w/a.py", 99, 0),      # line past the end
-            inline_params("file:///w/a.py", 0, 500),     # column past the end: the line end
+            inline_params("file:///w/a.py", 99, 0),  # line past the end
+            inline_params("file:///w/a.py", 0, 500),  # column past the end: the line end
             inline_params("file:///w/missing.py", 0, 0),  # never opened
-            inline_params("file:///w/bin.py", 0, 3),     # binary content
+            inline_params("file:///w/bin.py", 0, 3),  # binary content
         ] * 4
         results = await asyncio.wait_for(
             asyncio.gather(*(client.text_document_inline_completion_async(p) for p in params)), 30

@@ -25,8 +25,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -50,16 +50,34 @@ class Rig:
         self.wheels = sorted(self.server.blobs)  # part 1, 2, 3
 
     def env(self, models: Path, **more: str) -> dict[str, str]:
-        return sidecar_env(self.tmp_path, SIDECAR_MODELS_DIR=str(models), SIDECAR_MODEL_INDEX_URL=self.server.url,
-                           SIDECAR_MODEL_CATALOG_EXTRA=str(self.extra), SIDECAR_NO_SPEED_MEASURE="1", **more)
+        return sidecar_env(
+            self.tmp_path,
+            SIDECAR_MODELS_DIR=str(models),
+            SIDECAR_MODEL_INDEX_URL=self.server.url,
+            SIDECAR_MODEL_CATALOG_EXTRA=str(self.extra),
+            SIDECAR_NO_SPEED_MEASURE="1",
+            **more,
+        )
 
     def run(self, models: Path, *args: str, **more: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sidecar", "model", *args], env=self.env(models, **more),
-                              cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "sidecar", "model", *args],
+            env=self.env(models, **more),
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def popen(self, models: Path, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "sidecar", "model", *args], env=self.env(models),
-                                cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "model", *args],
+            env=self.env(models),
+            cwd=str(ROOT),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def gguf(self, models: Path) -> Path:
         return models / self.raw["file_name"]
@@ -103,14 +121,18 @@ def mounts(tmp_path: Path) -> Iterator[Callable[..., Path]]:
 
     def mount(name: str, size: str = "4m", ro: bool = False) -> Path:
         if os.geteuid() != 0 or shutil.which("mount") is None:
-            pytest.skip("needs root and mount(8): a real read-only or full tmpfs (root ignores permission bits, "
-                        "so chmod cannot stand in for one)")
+            pytest.skip(
+                "needs root and mount(8): a real read-only or full tmpfs (root ignores permission bits, "
+                "so chmod cannot stand in for one)"
+            )
         where = tmp_path / name
         where.mkdir(parents=True, exist_ok=True)
         done = _mount_cmd("mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where))
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
-                        "these tests need a real read-only or full filesystem")
+            pytest.skip(
+                f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
+                "these tests need a real read-only or full filesystem"
+            )
         mounted.append(where)
         if ro:
             remount(where, "ro")
@@ -168,8 +190,9 @@ def assert_nothing_trusted(rig: Rig, models: Path) -> None:
     """No model file, ``.verified`` marker or joined ``.partial`` file was left, and
     ``path`` says the model is not installed."""
     names = listing(models)
-    assert not {rig.raw["file_name"], rig.raw["file_name"] + ".verified",
-                rig.raw["file_name"] + ".partial"} & names, names
+    assert not {rig.raw["file_name"], rig.raw["file_name"] + ".verified", rig.raw["file_name"] + ".partial"} & names, (
+        names
+    )
     assert not any(n.endswith((".verified.tmp", ".verified")) for n in names), names
     found = rig.run(models, "path", "synthetic")
     assert found.returncode == 1 and "not installed" in found.stderr, found.stderr
@@ -209,8 +232,9 @@ def test_rm_on_a_read_only_models_folder_is_one_line_and_the_model_stays(rig, mo
     used = rig.run(models, "use", "synthetic")
     assert used.returncode == 0, used.stderr
     listed = rig.run(models, "list", "--json")
-    assert listed.returncode == 0 and any(r["name"] == "synthetic" and r["installed"]
-                                          for r in json.loads(listed.stdout)), listed.stderr
+    assert listed.returncode == 0 and any(
+        r["name"] == "synthetic" and r["installed"] for r in json.loads(listed.stdout)
+    ), listed.stderr
 
 
 def test_disk_full_during_download_is_one_line_and_the_part_resumes(rig, mounts):

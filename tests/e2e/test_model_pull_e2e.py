@@ -22,8 +22,12 @@ def test_killed_pull_resumes_and_installs(tmp_path: Path):
         extra = tmp_path / "extra.json"
         extra.write_text(json.dumps([raw]))
         models = tmp_path / "models"
-        env = sidecar_env(tmp_path, SIDECAR_MODELS_DIR=str(models), SIDECAR_MODEL_INDEX_URL=server.url,
-                          SIDECAR_MODEL_CATALOG_EXTRA=str(extra))
+        env = sidecar_env(
+            tmp_path,
+            SIDECAR_MODELS_DIR=str(models),
+            SIDECAR_MODEL_INDEX_URL=server.url,
+            SIDECAR_MODEL_CATALOG_EXTRA=str(extra),
+        )
         cmd = [sys.executable, "-m", "sidecar", "model", "pull", "synthetic"]
 
         server.trickle_s = 0.05  # 512 bytes every 50 ms: each wheel takes seconds
@@ -52,10 +56,18 @@ def test_killed_pull_resumes_and_installs(tmp_path: Path):
         ranges = [rng for p, rng in server.requests if p.startswith("/files/") and rng]
         assert any(rng == f"bytes={size}-" for rng in ranges for size in kept.values()), (ranges, kept)
         assert not partial.exists() and sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [
-            raw["file_name"], raw["file_name"] + ".verified"]
+            raw["file_name"],
+            raw["file_name"] + ".verified",
+        ]
 
-        again = subprocess.run([sys.executable, "-m", "sidecar", "model", "path", "synthetic"], env=env,
-                               cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+        again = subprocess.run(
+            [sys.executable, "-m", "sidecar", "model", "path", "synthetic"],
+            env=env,
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert again.returncode == 0 and again.stdout.strip() == str(path)
     finally:
         server.close()

@@ -36,12 +36,24 @@ def test_measure_the_shipped_model_and_cache_it(tmp_path):
 def test_cli_bench_and_list_show_the_figures(tmp_path):
     _shipped()
     env = sidecar_env(tmp_path, SIDECAR_MODELS_DIR=str(tmp_path / "models"))
-    run = subprocess.run([sys.executable, "-m", "sidecar", "model", "bench", "smollm2-135m"], env=env,
-                         cwd=str(ROOT), capture_output=True, text=True, timeout=240)
+    run = subprocess.run(
+        [sys.executable, "-m", "sidecar", "model", "bench", "smollm2-135m"],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert run.returncode == 0, run.stderr
     assert "smollm2-135m" in run.stdout and "tok/s" in run.stdout and "Traceback" not in run.stderr
-    listed = subprocess.run([sys.executable, "-m", "sidecar", "model", "list", "--json"], env=env, cwd=str(ROOT),
-                            capture_output=True, text=True, timeout=60)
+    listed = subprocess.run(
+        [sys.executable, "-m", "sidecar", "model", "list", "--json"],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     sp = rows["smollm2-135m"]["speed"]
     assert sp and sp["decode_tps"] > 0 and sp["first_line_ms"] > 0

@@ -32,14 +32,19 @@ async def stats(client):
 
 
 async def ask(client, uri, line, col, invoked=True):
-    return await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, line, col, invoked)), 20)
+    return await asyncio.wait_for(
+        client.text_document_inline_completion_async(inline_params(uri, line, col, invoked)), 20
+    )
 
 
 def change(client, uri, version, line, col, text):
     pos = types.Position(line, col)
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=text)]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=text)],
+        )
+    )
 
 
 async def test_scripted_session_gives_exact_counts(tmp_path):
@@ -49,18 +54,23 @@ async def test_scripted_session_gives_exact_counts(tmp_path):
         uri = "file:///w/s.py"
         async with sidecar(env) as client:
             open_doc(client, uri, "def f(price, count):\n    \n")
-            a1 = await ask(client, uri, 1, 4)            # 1: a new stream
+            a1 = await ask(client, uri, 1, 4)  # 1: a new stream
             await asyncio.sleep(0.2)
-            a2 = await ask(client, uri, 1, 4)            # 2: the finished stream, shown again
+            a2 = await ask(client, uri, 1, 4)  # 2: the finished stream, shown again
             change(client, uri, 2, 1, 4, "to")
-            a3 = await ask(client, uri, 1, 6)            # 3: typing through it
+            a3 = await ask(client, uri, 1, 6)  # 3: typing through it
             change(client, uri, 3, 1, 6, "#")
-            a4 = await ask(client, uri, 1, 7)            # 4: diverged: a second stream
-            a5 = await ask(client, uri, 40, 0)           # 5: invalid position
+            a4 = await ask(client, uri, 1, 7)  # 4: diverged: a second stream
+            a5 = await ask(client, uri, 40, 0)  # 5: invalid position
             st = await stats(client)
     c = st["counters"]
     assert [a.items[0].insert_text if a else None for a in (a1, a2, a3, a4, a5)] == [
-        "total = price * count", "total = price * count", "tal = price * count", "z", None]
+        "total = price * count",
+        "total = price * count",
+        "tal = price * count",
+        "z",
+        None,
+    ]
     assert c["sched.requests"] == 4 and c["invalid_position"] == 1
     assert c["sched.streams_started"] == 2 and c["upstream.requests"] == 2
     assert c["sched.reshown"] == 1 and c["sched.typed_through"] == 1
@@ -75,7 +85,9 @@ async def test_logs_have_trace_ids_and_no_key_or_document_text(tmp_path):
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=1000, seed=1)) as sim:
         sim.set_responder(lambda b: "result = 1")
         for level in ("warning", "info"):
-            env = sidecar_env(tmp_path / level, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_LOG_LEVEL=level)
+            env = sidecar_env(
+                tmp_path / level, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_LOG_LEVEL=level
+            )
             async with sidecar(env) as client:
                 open_doc(client, "file:///w/l.py", f"{MARKER} = 1\ndef f():\n    \n")
                 await ask(client, "file:///w/l.py", 2, 4)
@@ -90,7 +102,10 @@ async def test_logs_have_trace_ids_and_no_key_or_document_text(tmp_path):
         assert records, f"no log records at {level}"
         assert KEY not in text and MARKER not in text
         assert any(r["level"] == "warning" and "TPM" in r["msg"] and r["trace_id"] for r in records)
-    info = [json.loads(line) for line in (tmp_path / "info" / "state" / "sidecar" / "log" / "sidecar.jsonl").read_text().splitlines()]
+    info = [
+        json.loads(line)
+        for line in (tmp_path / "info" / "state" / "sidecar" / "log" / "sidecar.jsonl").read_text().splitlines()
+    ]
     ended = [r for r in info if r["msg"] == "upstream stream ended"]
     sim_ids = {r.trace_id for r in sim.requests if r.path.endswith("completions")}
     assert ended and all(r["trace_id"] for r in ended)
@@ -126,8 +141,15 @@ async def test_stats_cli_reads_a_running_sidecar(tmp_path):
             open_doc(client, "file:///w/c.py", "x = \n")
             await ask(client, "file:///w/c.py", 0, 4)
             await asyncio.sleep(2.5)  # the stats file is refreshed every 2 s
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "sidecar", "stats", env=env,
-                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "sidecar",
+                "stats",
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
             out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     running = json.loads(out)
@@ -167,10 +189,16 @@ async def test_log_records_go_to_the_client_at_their_level(tmp_path):
         env = sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_LOG_TO_CLIENT="1", SIDECAR_LOG_LEVEL="info")
         async with sidecar(env) as client:
             open_doc(client, "file:///w/l.py", "x = \n")
-            await _asyncio.wait_for(client.text_document_inline_completion_async(_types.InlineCompletionParams(
-                text_document=_types.TextDocumentIdentifier(uri="file:///w/l.py"),
-                position=_types.Position(line=0, character=4),
-                context=_types.InlineCompletionContext(trigger_kind=_types.InlineCompletionTriggerKind.Invoked))), 20)
+            await _asyncio.wait_for(
+                client.text_document_inline_completion_async(
+                    _types.InlineCompletionParams(
+                        text_document=_types.TextDocumentIdentifier(uri="file:///w/l.py"),
+                        position=_types.Position(line=0, character=4),
+                        context=_types.InlineCompletionContext(trigger_kind=_types.InlineCompletionTriggerKind.Invoked),
+                    )
+                ),
+                20,
+            )
             await _asyncio.sleep(0.5)
             logged = [(m.type, m.message) for m in client.log_messages]
     infos = [msg for kind, msg in logged if kind == _types.MessageType.Info]

@@ -46,9 +46,15 @@ def env_for(tmp_path, sim):
     """An OpenAI-compatible backend (the simulator returns log-probabilities when asked),
     so the confidence gate judges and labels these suggestions; its bar is low enough
     that this one is shown."""
-    return sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_API_KEY="sk-partial-123456789", SIDECAR_PREFETCH="false",
-                       SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD="0.05")
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_PROVIDER="openai",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY="sk-partial-123456789",
+        SIDECAR_PREFETCH="false",
+        SIDECAR_GATE="true",
+        SIDECAR_GATE_THRESHOLD="0.05",
+    )
 
 
 async def cmd(client, name, *args):
@@ -75,10 +81,16 @@ async def ask(client, line, col):
 
 
 def insert(client, version, line, col, text):
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line, col), end=types.Position(line, col)), text=text)]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=types.Position(line, col), end=types.Position(line, col)), text=text
+                )
+            ],
+        )
+    )
 
 
 def upstream(sim):

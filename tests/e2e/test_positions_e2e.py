@@ -24,10 +24,10 @@ async def test_a_column_past_the_line_end_is_the_line_end(tmp_path):
         async with sidecar(env, init_options=init) as client:
             open_doc(client, URI, "x = 1\nfoo(\ny = 2\n")
             answer = await asyncio.wait_for(
-                client.text_document_inline_completion_async(inline_params(URI, 1, 1_000_000)), 30)
+                client.text_document_inline_completion_async(inline_params(URI, 1, 1_000_000)), 30
+            )
     reqs = [r for r in sim.requests if r.path.endswith("/completions") and r.body]
     assert len(reqs) == 1 and reqs[0].body["prompt"].endswith("x = 1\nfoo(")
     assert answer is not None and answer.items[0].insert_text == "x)"
     rng = answer.items[0].range
     assert (rng.start.line, rng.start.character, rng.end.line, rng.end.character) == (1, 4, 1, 4)
-

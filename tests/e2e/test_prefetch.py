@@ -8,8 +8,8 @@ import pytest
 from lsprotocol import types
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.completion import tokens
 from devtools.simulator import LatencyModel, SimulatedBackend
+from sidecar.completion import tokens
 
 pytestmark = pytest.mark.timeout(120)
 URI = "file:///w/p.py"
@@ -23,8 +23,9 @@ def env_for(tmp_path, sim, **extra):
     extra.setdefault("SIDECAR_PREFETCH", "true")
     # The responders match exact prompt endings ("* r * r"); token healing would cut the
     # partial word " r" off the prompt (tests/unit/test_healing.py covers that), so it is off.
-    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-p", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_TOKEN_HEALING="false", **extra)
+    return sidecar_env(
+        tmp_path, SILICONFLOW_API_KEY="sk-p", SIDECAR_BASE_URL=sim.base_url, SIDECAR_TOKEN_HEALING="false", **extra
+    )
 
 
 def responder(body):
@@ -49,10 +50,12 @@ async def ask(client, line, col):
 
 def insert(client, version, line, col, text):
     pos = types.Position(line, col)
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=text)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=text)],
+        )
+    )
 
 
 async def accept(client, item):
@@ -119,13 +122,17 @@ async def test_budget_caps_prefetch_under_a_burst(tmp_path):
     tokens under a 400-token budget: a burst of 12 gets at most 4."""
     budget = 400
     head = "# " + " ".join(f"word{j}" for j in range(40)) + "\n"
-    async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=2000, seed=1), responder=lambda b: "x + 1") as sim:
+    async with SimulatedBackend(
+        latency=LatencyModel(ttft_ms=5, tokens_per_s=2000, seed=1), responder=lambda b: "x + 1"
+    ) as sim:
         env = env_for(tmp_path, sim)
         async with sidecar(env, init_options={"prefetchTokensPerMin": budget, "maxTokens": 32}) as client:
             for i in range(12):
                 uri = f"file:///w/b{i}.py"
                 open_doc(client, uri, f"{head}value_{i} = \n")
-                await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, 1, 9 + len(str(i)))), 20)
+                await asyncio.wait_for(
+                    client.text_document_inline_completion_async(inline_params(uri, 1, 9 + len(str(i)))), 20
+                )
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)
             st = await stats(client)
@@ -150,11 +157,14 @@ async def test_prefetch_off(tmp_path):
 async def test_accept_before_the_prefetch_has_text_keeps_it(tmp_path):
     # The user accepts while the "after shown" prefetch still waits for its first token:
     # the next-line speculation must not replace it, and the re-request joins it.
-    async with SimulatedBackend(latency=LatencyModel(ttft_ms=300, tokens_per_s=400, seed=1), responder=responder) as sim:
+    async with SimulatedBackend(
+        latency=LatencyModel(ttft_ms=300, tokens_per_s=400, seed=1), responder=responder
+    ) as sim:
         async with sidecar(env_for(tmp_path, sim)) as client:
             open_doc(client, URI, "import math\n\ndef area(r):\n    \n")
-            first = await asyncio.wait_for(client.text_document_inline_completion_async(
-                inline_params(URI, 3, 4, invoked=True)), 20)
+            first = await asyncio.wait_for(
+                client.text_document_inline_completion_async(inline_params(URI, 3, 4, invoked=True)), 20
+            )
             item = first.items[0]
             await sim.wait_until(lambda: len(completions(sim)) >= 2, timeout=5)
             assert completions(sim)[1].tokens_sent == 0  # the prefetch has no text yet

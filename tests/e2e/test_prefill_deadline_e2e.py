@@ -16,27 +16,35 @@ import time
 
 import pytest
 from lsprotocol import types
+from test_deadlines import timed_ask, type_char
 
 from conftest import client_capabilities, open_doc, sidecar, sidecar_env
 from devtools.simulator import LatencyModel, SimulatedBackend
 from devtools.simulator.tokens import split_tokens
-from test_deadlines import timed_ask, type_char
 
 pytestmark = pytest.mark.timeout(90)
 
 DEADLINE_MS = 1500
 PREFILL_S = 2.6  # the long prompt's evaluation: past the deadline, within the next one
 ANSWER = "compute(total)"
-INIT = {"requestTimeoutMs": DEADLINE_MS, "debounceMinMs": 0, "debounceMaxMs": 0,
-        "targetTtftMs": 0, "crossfileTokens": 0}
+INIT = {
+    "requestTimeoutMs": DEADLINE_MS,
+    "debounceMinMs": 0,
+    "debounceMaxMs": 0,
+    "targetTtftMs": 0,
+    "crossfileTokens": 0,
+}
 
 # A file whose suffix is a large part of the prompt: a character typed at the cursor makes
 # the engine evaluate everything after it again (prefix-suffix-middle order).
-HEAD = "".join(f"def step_{i}(values):\n    total = sum(values) + {i}\n    return total * {i % 7}\n\n\n"
-               for i in range(14))
+HEAD = "".join(
+    f"def step_{i}(values):\n    total = sum(values) + {i}\n    return total * {i % 7}\n\n\n" for i in range(14)
+)
 CURSOR_LINE = "    result = "
-TAIL = "".join(f"\n\ndef check_{i}(rows):\n    for row in rows:\n        assert row[{i}] >= 0, row\n    return len(rows)\n"
-               for i in range(9))
+TAIL = "".join(
+    f"\n\ndef check_{i}(rows):\n    for row in rows:\n        assert row[{i}] >= 0, row\n    return len(rows)\n"
+    for i in range(9)
+)
 TEXT = HEAD + "def report(total):\n" + CURSOR_LINE + TAIL
 LINE = TEXT[: TEXT.index(CURSOR_LINE)].count("\n")
 COL = len(CURSOR_LINE)
@@ -45,13 +53,18 @@ COL = len(CURSOR_LINE)
 def responder(body):
     """The rest of ANSWER after what was typed at the cursor (the prompt's end says)."""
     typed = str(body.get("input_prefix", "")).rpartition(" = ")[2]
-    return ANSWER[len(typed):] if ANSWER.startswith(typed) else "0"
+    return ANSWER[len(typed) :] if ANSWER.startswith(typed) else "0"
 
 
 def env(tmp_path, sim):
-    return sidecar_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE="llama-server",
-                       SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"), SIDECAR_CACHE="false",
-                       SIDECAR_TOKEN_HEALING="false")
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_MODE="local",
+        SIDECAR_LOCAL_ENGINE="llama-server",
+        SIDECAR_LOCAL_URL=sim.base_url.removesuffix("/v1"),
+        SIDECAR_CACHE="false",
+        SIDECAR_TOKEN_HEALING="false",
+    )
 
 
 def infills(sim, prefix_has: str):
@@ -65,7 +78,9 @@ async def warm_up(client, sim):
     open_doc(client, uri, "def area(w, h):\n    return \n")
     r, _ = await timed_ask(client, uri, 1, 11)
     assert r is not None and r.items, "the warm-up got no suggestion"
-    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
 
 
 def slow_prefill(sim):
@@ -83,8 +98,9 @@ async def test_the_next_request_joins_a_prefill_that_outlived_its_deadline(tmp_p
     async with SimulatedBackend(LatencyModel(ttft_ms=20, tokens_per_s=300, seed=5)) as sim:
         sim.set_responder(responder)
         uri = "file:///w/long.py"
-        async with sidecar(env(tmp_path, sim), init_options=INIT,
-                           capabilities=client_capabilities(updates=False)) as client:
+        async with sidecar(
+            env(tmp_path, sim), init_options=INIT, capabilities=client_capabilities(updates=False)
+        ) as client:
             if warm:
                 await warm_up(client, sim)
             tokens = slow_prefill(sim)
@@ -97,8 +113,10 @@ async def test_the_next_request_joins_a_prefill_that_outlived_its_deadline(tmp_p
             await asyncio.sleep(0.3)
             reqs = infills(sim, "def report(total)")
             evaluated = sim.infill_prefilled_tokens - before
-    print(f"first answered at {first_took:.2f} s; next answered after {second_took:.2f} s; "
-          f"{len(reqs)} upstream request(s), {evaluated} prompt tokens evaluated of {tokens}")
+    print(
+        f"first answered at {first_took:.2f} s; next answered after {second_took:.2f} s; "
+        f"{len(reqs)} upstream request(s), {evaluated} prompt tokens evaluated of {tokens}"
+    )
     assert first_took < DEADLINE_MS / 1000 + 0.5, f"the first request took {first_took:.2f} s"
     assert first is None or not first.items  # its prompt was still being evaluated
     assert second is not None and second.items, "the next request got nothing: the prefill was not reused"
@@ -143,8 +161,10 @@ async def test_a_prefill_past_the_deadline_reaches_the_editor_as_an_update(tmp_p
 
 # -- the real engine ----------------------------------------------------------------------
 
-REAL_BODY = "".join(f"def function_number_{i}(alpha, beta, gamma):\n    total = alpha * {i} + beta - gamma\n"
-                    f"    return total\n\n\n" for i in range(45))
+REAL_BODY = "".join(
+    f"def function_number_{i}(alpha, beta, gamma):\n    total = alpha * {i} + beta - gamma\n    return total\n\n\n"
+    for i in range(45)
+)
 REAL_TEXT = REAL_BODY + "def main():\n    result = function_number_"
 
 
@@ -166,12 +186,16 @@ async def test_real_engine_long_prompt_past_the_deadline_still_reaches_the_edito
         open_doc(client, short, "x = 1\ny = ")
         warm, _ = await timed_ask(client, short, 1, 4)
         t_end = time.monotonic() + 120  # a cold engine answers null at 1 s: wait for its update
-        while not (warm and warm.items) and time.monotonic() < t_end and \
-                not any(u["uri"] == short and u["done"] for _t, u in client.sidecar_updates):
+        while (
+            not (warm and warm.items)
+            and time.monotonic() < t_end
+            and not any(u["uri"] == short and u["done"] for _t, u in client.sidecar_updates)
+        ):
             await asyncio.sleep(0.1)
         open_doc(client, uri, REAL_TEXT)
         t0 = time.monotonic()
         first, took = await timed_ask(client, uri, line, col)
+
         def ours():
             return [(t - t0, u) for t, u in client.sidecar_updates if u["uri"] == uri]
 
@@ -183,8 +207,10 @@ async def test_real_engine_long_prompt_past_the_deadline_still_reaches_the_edito
     if first is not None and first.items:
         print(f"the engine evaluated the prompt within the deadline ({took:.2f} s): answered directly")
         return
-    assert updates, ("the request was answered null and no suggestion followed: the prefill was thrown away",
-                     stats["counters"])
+    assert updates, (
+        "the request was answered null and no suggestion followed: the prefill was thrown away",
+        stats["counters"],
+    )
     assert stats["counters"].get("sched.prefill_kept") == 1, stats["counters"]
     at, last = updates[-1]
     assert last["requestId"] and (last["version"], last["position"]) == (1, {"line": line, "character": col}), last

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from conftest import inline_params, open_doc, sidecar, sidecar_env
-from sidecar.providers import SILICONFLOW
 from devtools.simulator import LatencyModel, SimulatedBackend
+from sidecar.providers import SILICONFLOW
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -21,8 +21,18 @@ KEY = "sk-test-providers-0123456789"
 LOCAL_KEY = "sk-test-local-engine-98765"
 INIT = {"debounceMinMs": 0, "debounceMaxMs": 0}
 URI = "file:///w/p.py"
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
-               "no_proxy", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+_PROXY_VARS = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
 
 
 def clean_env(tmp_path, **env):
@@ -46,8 +56,13 @@ async def sim():
 
 # --------------------------------------------------------------------------- LSP
 async def test_openai_compatible_url_with_a_key_gets_the_openai_shape_and_the_key(tmp_path, sim):
-    env = clean_env(tmp_path, SIDECAR_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_USER="alice@team",
-                    SIDECAR_HEADERS=json.dumps({"X-Team": "infra"}))
+    env = clean_env(
+        tmp_path,
+        SIDECAR_API_KEY=KEY,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_USER="alice@team",
+        SIDECAR_HEADERS=json.dumps({"X-Team": "infra"}),
+    )
     async with sidecar(env, init_options={**INIT, "headers": {"X-From-Editor": "1"}}) as client:
         open_doc(client, URI, "def area(w, h):\n    \n")
         r = await ask(client)
@@ -109,8 +124,12 @@ async def test_siliconflow_provider_named_sends_siliconflows_shape_anywhere(tmp_
 
 
 async def test_custom_headers_from_the_environment_reach_the_backend(tmp_path, sim):
-    env = clean_env(tmp_path, SIDECAR_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url,
-                    SIDECAR_HEADERS=json.dumps({"X-Team": "infra", "OpenAI-Organization": "org-1"}))
+    env = clean_env(
+        tmp_path,
+        SIDECAR_API_KEY=KEY,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_HEADERS=json.dumps({"X-Team": "infra", "OpenAI-Organization": "org-1"}),
+    )
     async with sidecar(env, init_options=INIT) as client:
         open_doc(client, URI, "def area(w, h):\n    \n")
         assert await ask(client) is not None
@@ -123,10 +142,16 @@ async def test_custom_headers_from_the_environment_reach_the_backend(tmp_path, s
 async def test_local_engines_send_their_own_key_and_headers(tmp_path, engine, path):
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=20, tokens_per_s=500, seed=1), api_key=LOCAL_KEY) as sim:
         sim.set_responder(lambda body: "w * h")
-        env = clean_env(tmp_path, SIDECAR_MODE="local", SIDECAR_LOCAL_ENGINE=engine, SIDECAR_LOCAL_URL=sim.url,
-                        SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b", SIDECAR_LOCAL_API_KEY=LOCAL_KEY,
-                        SIDECAR_LOCAL_HEADERS=json.dumps({"X-Node": "gpu-3"}),
-                        SIDECAR_HEADERS=json.dumps({"X-Cloud-Only": "1"}))
+        env = clean_env(
+            tmp_path,
+            SIDECAR_MODE="local",
+            SIDECAR_LOCAL_ENGINE=engine,
+            SIDECAR_LOCAL_URL=sim.url,
+            SIDECAR_LOCAL_MODEL="qwen2.5-coder:1.5b",
+            SIDECAR_LOCAL_API_KEY=LOCAL_KEY,
+            SIDECAR_LOCAL_HEADERS=json.dumps({"X-Node": "gpu-3"}),
+            SIDECAR_HEADERS=json.dumps({"X-Cloud-Only": "1"}),
+        )
         async with sidecar(env, init_options=INIT) as client:
             open_doc(client, URI, "def area(w, h):\n    \n")
             r = None
@@ -137,7 +162,11 @@ async def test_local_engines_send_their_own_key_and_headers(tmp_path, engine, pa
                 await asyncio.sleep(0.2)
             await asyncio.sleep(0.1)
             messages = [m.message for m in client.messages]
-        reqs = [x for x in sim.requests if x.path == path and x.body and (x.body.get("prompt") or x.body.get("input_prefix"))]
+        reqs = [
+            x
+            for x in sim.requests
+            if x.path == path and x.body and (x.body.get("prompt") or x.body.get("input_prefix"))
+        ]
     assert r is not None and r.items[0].insert_text == "w * h", messages  # the simulator checked the key
     assert reqs and all(x.auth_scheme == "Bearer" for x in reqs)
     assert reqs[0].headers["x-node"] == "gpu-3" and "x-cloud-only" not in reqs[0].headers
@@ -154,7 +183,7 @@ class RecordingProxy:
         self.bodies: list[bytes] = []  # one per request, in the same order
         self._server: asyncio.AbstractServer | None = None
 
-    async def __aenter__(self) -> "RecordingProxy":
+    async def __aenter__(self) -> RecordingProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
@@ -187,7 +216,9 @@ class RecordingProxy:
                     ctype = "text/event-stream"
                 else:
                     out, ctype = b'{"object": "list", "data": []}', "application/json"
-                writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(out)}\r\n\r\n".encode() + out)
+                writer.write(
+                    f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(out)}\r\n\r\n".encode() + out
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -216,8 +247,13 @@ async def test_look_alike_host_gets_the_openai_shape_even_with_a_siliconflow_key
     # (c) A host that only starts with SiliconFlow's name is not SiliconFlow: the request
     # (recorded by the proxy, the host never resolves) has the OpenAI shape and the key.
     async with RecordingProxy() as proxy:
-        env = clean_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=LOOK_ALIKE, HTTP_PROXY=proxy.url,
-                        SIDECAR_PROVIDER="auto")
+        env = clean_env(
+            tmp_path,
+            SILICONFLOW_API_KEY=KEY,
+            SIDECAR_BASE_URL=LOOK_ALIKE,
+            HTTP_PROXY=proxy.url,
+            SIDECAR_PROVIDER="auto",
+        )
         async with sidecar(env, init_options=INIT) as client:
             open_doc(client, URI, "def area(w, h):\n    \n")
             r = await ask(client)
@@ -231,14 +267,26 @@ async def test_look_alike_host_gets_the_openai_shape_even_with_a_siliconflow_key
 
 async def test_proxy_variables_can_be_turned_off_and_never_apply_to_loopback(tmp_path, sim):
     async with RecordingProxy() as proxy:
-        env = clean_env(tmp_path, SIDECAR_API_KEY=KEY, SIDECAR_BASE_URL=BACKEND, HTTP_PROXY=proxy.url,
-                        SIDECAR_TRUST_ENV="0", SIDECAR_REQUEST_TIMEOUT_MS="1500")
+        env = clean_env(
+            tmp_path,
+            SIDECAR_API_KEY=KEY,
+            SIDECAR_BASE_URL=BACKEND,
+            HTTP_PROXY=proxy.url,
+            SIDECAR_TRUST_ENV="0",
+            SIDECAR_REQUEST_TIMEOUT_MS="1500",
+        )
         async with sidecar(env, init_options=INIT) as client:
             open_doc(client, URI, "def area(w, h):\n    \n")
             off = await ask(client)
         # A loopback backend with the proxy variables set: straight to it.
-        env = clean_env(tmp_path, SIDECAR_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, HTTP_PROXY=proxy.url,
-                        HTTPS_PROXY=proxy.url, ALL_PROXY=proxy.url)
+        env = clean_env(
+            tmp_path,
+            SIDECAR_API_KEY=KEY,
+            SIDECAR_BASE_URL=sim.base_url,
+            HTTP_PROXY=proxy.url,
+            HTTPS_PROXY=proxy.url,
+            ALL_PROXY=proxy.url,
+        )
         async with sidecar(env, init_options=INIT) as client:
             open_doc(client, URI, "def area(w, h):\n    \n")
             direct = await ask(client)
@@ -247,16 +295,27 @@ async def test_proxy_variables_can_be_turned_off_and_never_apply_to_loopback(tmp
 
 
 # --------------------------------------------------------------------------- a rejected key
-@pytest.mark.parametrize("key_var, provider, names, not_named", [
-    ("SIDECAR_API_KEY", "auto", "Check SIDECAR_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
-    ("OPENAI_API_KEY", "auto", "Check OPENAI_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
-    ("SILICONFLOW_API_KEY", "siliconflow", "Check SILICONFLOW_API_KEY, and that the key belongs to this host (.cn",
-     ()),
-], ids=["openai-sidecar-key", "openai-openai-key", "siliconflow"])
-async def test_a_rejected_key_names_the_variable_and_provider_in_use(tmp_path, sim, key_var, provider, names, not_named):
+@pytest.mark.parametrize(
+    "key_var, provider, names, not_named",
+    [
+        ("SIDECAR_API_KEY", "auto", "Check SIDECAR_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
+        ("OPENAI_API_KEY", "auto", "Check OPENAI_API_KEY", ("SILICONFLOW_API_KEY", ".cn keys")),
+        (
+            "SILICONFLOW_API_KEY",
+            "siliconflow",
+            "Check SILICONFLOW_API_KEY, and that the key belongs to this host (.cn",
+            (),
+        ),
+    ],
+    ids=["openai-sidecar-key", "openai-openai-key", "siliconflow"],
+)
+async def test_a_rejected_key_names_the_variable_and_provider_in_use(
+    tmp_path, sim, key_var, provider, names, not_named
+):
     # The simulator wants KEY; the sidecar sends another key: HTTP 401.
-    env = clean_env(tmp_path, **{key_var: "sk-not-the-servers-key-4242"}, SIDECAR_BASE_URL=sim.base_url,
-                    SIDECAR_PROVIDER=provider)
+    env = clean_env(
+        tmp_path, **{key_var: "sk-not-the-servers-key-4242"}, SIDECAR_BASE_URL=sim.base_url, SIDECAR_PROVIDER=provider
+    )
     async with sidecar(env, init_options=INIT) as client:
         open_doc(client, URI, "def area(w, h):\n    \n")
         r = await ask(client)

@@ -68,10 +68,12 @@ def completions(sim):
 
 def type_text(client, uri, version, line, col, text):
     pos = types.Position(line=line, character=col)
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)],
+        )
+    )
 
 
 async def ask(client, uri, line, col):
@@ -161,11 +163,16 @@ async def test_prefetch_pauses_while_limited_and_resumes_after(tmp_path, sim):
         t_429 = time.monotonic()
         assert limited is None
         # Backspace: the cache answers (no upstream request), and speculation would follow.
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(0, 4), end=types.Position(0, 5)), text="")],
-        ))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=types.Position(0, 4), end=types.Position(0, 5)), text=""
+                    )
+                ],
+            )
+        )
         cached, _ = await ask(client, uri, 0, 4)
         await asyncio.sleep(0.3)
         during = (await stats(client))["counters"]

@@ -51,7 +51,9 @@ async def sim():
 
 
 def _echo_bodies(key: str) -> dict[str, object]:
-    headers = f"POST /v1/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json"
+    headers = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json"
+    )
     return {
         "json": {"code": 50500, "message": f"gateway error; request was: {headers}; api_key={key}", "data": None},
         "text": f"502 from gateway\n{headers}\n\nauth used: {key}",
@@ -63,17 +65,26 @@ async def test_key_echoed_by_the_gateway_never_leaves(tmp_path, sim, shape, stat
     canary = f"sk-canary-{secrets.token_hex(16)}"
     sim.inject(Fault.status(status, _echo_bodies(canary)[shape]), persistent=True)
     log_file, err_file, out_file = tmp_path / "sidecar.jsonl", tmp_path / "stderr.txt", tmp_path / "stdout.bin"
-    env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=canary, SIDECAR_BASE_URL=sim.base_url,
-                      SIDECAR_LOG_FILE=str(log_file), SIDECAR_LOG_LEVEL="debug")
-    cfg = ClientServerConfig(server_command=[sys.executable, "-c", WRAPPER, str(err_file), str(out_file)],
-                             server_env=env, client_factory=make_client)
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY=canary,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_LOG_FILE=str(log_file),
+        SIDECAR_LOG_LEVEL="debug",
+    )
+    cfg = ClientServerConfig(
+        server_command=[sys.executable, "-c", WRAPPER, str(err_file), str(out_file)],
+        server_env=env,
+        client_factory=make_client,
+    )
     client = await cfg.start()
     try:
         await client.initialize_session(types.InitializeParams(capabilities=client_capabilities()))
         open_doc(client, "file:///w/leak.py", "def f():\n    \n")
         for _ in range(2):
             got = await asyncio.wait_for(
-                client.text_document_inline_completion_async(inline_params("file:///w/leak.py", 1, 4)), 20)
+                client.text_document_inline_completion_async(inline_params("file:///w/leak.py", 1, 4)), 20
+            )
             assert got is None
         deadline = time.monotonic() + 5
         while not [m for m in client.messages if "HTTP" in m.message]:

@@ -25,18 +25,29 @@ async def sim():
 
 def env_for(tmp_path, sim, **extra):
     # Horizons of 1.5 s and 3 s stand in for 30 s and 2 min.
-    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-r", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_PREFETCH="false", SIDECAR_RETAINED_SHORT_S="1.5", SIDECAR_RETAINED_LONG_S="3",
-                       **extra)
+    return sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-r",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PREFETCH="false",
+        SIDECAR_RETAINED_SHORT_S="1.5",
+        SIDECAR_RETAINED_LONG_S="3",
+        **extra,
+    )
 
 
 def edit(client, version, start, end, text, uri=URI):
     """One incremental change: ``start``/``end`` are (line, character) in UTF-16 units."""
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(*start), end=types.Position(*end)), text=text)],
-    ))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=types.Position(*start), end=types.Position(*end)), text=text
+                )
+            ],
+        )
+    )
 
 
 async def stats(client):
@@ -62,7 +73,8 @@ async def test_edits_after_an_accept_are_counted_at_both_horizons(tmp_path, sim)
         # The editor inserts the suggestion, then runs its command.
         edit(client, 2, (1, 4), (1, 4), item.insert_text)
         await client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=item.command.command, arguments=item.command.arguments))
+            types.ExecuteCommandParams(command=item.command.command, arguments=item.command.arguments)
+        )
         # Typing above and before it moves it; it is still all there.
         edit(client, 3, (0, 0), (0, 0), "# area of a circle\n")
         edit(client, 4, (2, 0), (2, 0), "  ")  # now at (2, 6)
@@ -90,13 +102,15 @@ async def test_accept_before_the_insertion_and_a_close_before_the_horizon(tmp_pa
         open_doc(client, URI, "def area(r):\n    \n")
         item = await suggest(client)
         await client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=item.command.command, arguments=[item.command.arguments[0], 10]))
+            types.ExecuteCommandParams(command=item.command.command, arguments=[item.command.arguments[0], 10])
+        )
         edit(client, 2, (1, 4), (1, 4), SUGGESTION[:10])  # a partial accept: "result = 3"
         edit(client, 3, (1, 4 + 9), (1, 4 + 10), "")  # the user deletes the "3"
         await asyncio.sleep(0.3)
-        client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=URI)))
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=URI))
+        )
         await asyncio.sleep(0.3)
         snap = await stats(client)
     assert snap["acceptance"]["accepted_chars"] == 10
     assert retained(snap) == {"1.5s": (10, 9), "3s": (10, 9)}
-

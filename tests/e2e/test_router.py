@@ -7,11 +7,11 @@ import contextlib
 
 import pytest
 
+from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 from sidecar.backends.base import StreamInfo, UpstreamRequest
 from sidecar.backends.errors import BackendError
 from sidecar.backends.openai_compat import OpenAICompatBackend
 from sidecar.backends.router import RouterBackend
-from devtools.simulator import Fault, LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -21,7 +21,9 @@ async def run(router: RouterBackend) -> tuple[str, str]:
     target = router.pick()
     text, err = "", None
     try:
-        async with contextlib.aclosing(target.stream(UpstreamRequest("completions", {"prompt": "x = ", "max_tokens": 8}, "prefix"), StreamInfo())) as s:
+        async with contextlib.aclosing(
+            target.stream(UpstreamRequest("completions", {"prompt": "x = ", "max_tokens": 8}, "prefix"), StreamInfo())
+        ) as s:
             async for d in s:
                 text += d
     except BackendError as e:

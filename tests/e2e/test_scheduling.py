@@ -56,7 +56,7 @@ class Editor:
             )
         )
         cur = self.lines[self.line]
-        self.lines[self.line] = cur[: self.col] + ch + cur[self.col:]
+        self.lines[self.line] = cur[: self.col] + ch + cur[self.col :]
         self.col += 1
 
     def ask(self, msg_id: str | None = None):
@@ -117,7 +117,7 @@ async def test_typing_what_the_stream_produces_reuses_it(tmp_path, sim):
         ed = Editor(client, "def f(alpha, beta):\n    \n", 1, 4)
         first = await asyncio.wait_for(ed.ask(), 10)
         answers = [text_of(first)]
-        for i, ch in enumerate("retur"):
+        for _i, ch in enumerate("retur"):
             ed.type(ch)
             answers.append(text_of(await asyncio.wait_for(ed.ask(), 10)))
         st = await stats(client)
@@ -148,8 +148,9 @@ async def test_typing_through_a_multiline_suggestion_keeps_its_lines(tmp_path, s
             await asyncio.sleep(0.02)
         if source == "cache":
             await asyncio.sleep(0.5)  # the batched cache write
-            client.text_document_did_close(types.DidCloseTextDocumentParams(
-                text_document=types.TextDocumentIdentifier(uri=URI)))
+            client.text_document_did_close(
+                types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=URI))
+            )
             ed = Editor(client, "def f(xs):\n    \n", 1, 4)
         answers = []
         for ch in "tot":

@@ -35,8 +35,13 @@ async def sim():
 
 
 def cloud_env(tmp_path, sim, **extra):
-    return sidecar_env(tmp_path, SIDECAR_BASE_URL=sim.base_url, SIDECAR_API_KEY=KEY,
-                       SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"), **extra)
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY=KEY,
+        SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"),
+        **extra,
+    )
 
 
 def log_records(tmp_path):
@@ -45,18 +50,23 @@ def log_records(tmp_path):
 
 
 async def cmd(client, name, *args):
-    return await asyncio.wait_for(client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command=name, arguments=list(args))), 20)
+    return await asyncio.wait_for(
+        client.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args))), 20
+    )
 
 
 async def test_a_mode_the_settings_cannot_serve_is_refused_with_the_reason(tmp_path, sim, capfd):
     (tmp_path / "config.toml").write_text('local_engine = "ollama"\n')
     async with sidecar(cloud_env(tmp_path, sim)) as client:
-        outs = [await cmd(client, "sidecar.setMode", "local"), await cmd(client, "sidecar.setMode", "auto"),
-                await cmd(client, "sidecar.toggleLocalGpu")]
+        outs = [
+            await cmd(client, "sidecar.setMode", "local"),
+            await cmd(client, "sidecar.setMode", "auto"),
+            await cmd(client, "sidecar.toggleLocalGpu"),
+        ]
         open_doc(client, "file:///w/c.py", "x = \n")
         answer = await asyncio.wait_for(
-            client.text_document_inline_completion_async(inline_params("file:///w/c.py", 0, 4)), 20)
+            client.text_document_inline_completion_async(inline_params("file:///w/c.py", 0, 4)), 20
+        )
         stats = await cmd(client, "sidecar.stats")
         messages = [m.message for m in client.messages]
     for out in outs:
@@ -88,8 +98,9 @@ async def test_the_mode_in_use_changes_nothing_and_keeps_the_stream(tmp_path):
                     break
                 await asyncio.sleep(0.05)
             probes = len([r for r in sim.requests if r.path.endswith("/models")])
-            asking = asyncio.ensure_future(client.text_document_inline_completion_async(
-                inline_params("file:///w/c.py", 1, 11)))
+            asking = asyncio.ensure_future(
+                client.text_document_inline_completion_async(inline_params("file:///w/c.py", 1, 11))
+            )
             for _ in range(100):  # the stream is under way
                 streams = [r for r in sim.requests if r.path.endswith("/completions")]
                 if streams and streams[0].tokens_sent >= 2:

@@ -72,7 +72,8 @@ async def test_capacity_two_runs_both_at_once():
         async with httpx.AsyncClient(timeout=10) as c:
             a, b = await asyncio.gather(
                 _timed_stream(c, sim.base_url, completion_body("x\n", 64)),
-                _timed_stream(c, sim.base_url, completion_body("y\n", 64)))
+                _timed_stream(c, sim.base_url, completion_body("y\n", 64)),
+            )
         assert abs(a[0] - b[0]) < 0.15
         stats = await _stats(sim)
         assert stats["max_queue_length"] == 0 and stats["max_active"] == 2
@@ -106,7 +107,8 @@ async def test_decoding_slows_down_with_the_batch():
         async with httpx.AsyncClient(timeout=10) as c:
             _, alone, _ = await _timed_stream(c, sim.base_url, completion_body("p\n", 64))
             results = await asyncio.gather(
-                *(_timed_stream(c, sim.base_url, completion_body(f"q{i}\n", 64)) for i in range(4)))
+                *(_timed_stream(c, sim.base_url, completion_body(f"q{i}\n", 64)) for i in range(4))
+            )
         together = max(r[1] for r in results)
         assert together > alone * 1.8  # 4 at once: each step 2.5x as long
         assert (await _stats(sim))["generated_tokens"] == 5 * 40  # 39 pieces + the stop token each

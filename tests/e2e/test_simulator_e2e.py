@@ -17,13 +17,6 @@ import httpx2 as httpx
 import pytest
 from httpx2 import EventSource
 
-
-@contextlib.asynccontextmanager
-async def aconnect_sse(client, method, url, **kw):
-    """A streamed request whose events are read with httpx2's EventSource."""
-    async with client.stream(method, url, headers={"Accept": "text/event-stream"}, **kw) as resp:
-        yield EventSource(resp)
-
 from devtools.simulator import (
     SILICONFLOW_ERRORS,
     TRACE_HEADER,
@@ -32,6 +25,14 @@ from devtools.simulator import (
     SimulatedBackend,
     split_tokens,
 )
+
+
+@contextlib.asynccontextmanager
+async def aconnect_sse(client, method, url, **kw):
+    """A streamed request whose events are read with httpx2's EventSource."""
+    async with client.stream(method, url, headers={"Accept": "text/event-stream"}, **kw) as resp:
+        yield EventSource(resp)
+
 
 CODE = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 FAST = LatencyModel(ttft_ms=2, ttft_jitter=0.0, tokens_per_s=2000, seed=0)
@@ -178,9 +179,7 @@ async def test_models_endpoint(sim, client):
 
 async def test_stop_sequences_cut_output(sim, client):
     sim.script(["a = 1\nb = 2\n\ndef g():\n", "x = 1 # done"])
-    events, _, _ = await read_stream(
-        client, f"{sim.base_url}/completions", completion_body(stop=["\n\n", "\ndef"])
-    )
+    events, _, _ = await read_stream(client, f"{sim.base_url}/completions", completion_body(stop=["\n\n", "\ndef"]))
     assert completion_text(events) == "a = 1\nb = 2"
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
     # A single string is accepted too, and cuts inside a token piece.
@@ -404,9 +403,7 @@ async def test_api_key_and_redacted_headers(client):
 
 async def test_control_endpoints(sim, client):
     url = sim.url
-    assert (await client.post(f"{url}/_sim/script", json={"outputs": ["one", "two"]})).json() == {
-        "pending_outputs": 2
-    }
+    assert (await client.post(f"{url}/_sim/script", json={"outputs": ["one", "two"]})).json() == {"pending_outputs": 2}
     latency = (await client.post(f"{url}/_sim/latency", json={"tokens_per_s": 500})).json()
     assert latency["tokens_per_s"] == 500 and latency["ttft_ms"] == FAST.ttft_ms
     assert (await client.post(f"{url}/_sim/fault", json={"siliconflow": "rate_limit_tpm"})).status_code == 200

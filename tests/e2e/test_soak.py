@@ -23,11 +23,16 @@ async def test_notifications_leave_no_handler_futures_behind(tmp_path):
     async with sidecar(env) as client:
         open_doc(client, uri, "x = 1\n")
         for i in range(600):
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
-                content_changes=[types.TextDocumentContentChangePartial(
-                    range=types.Range(start=types.Position(0, 5), end=types.Position(0, 5)), text="1")],
-            ))
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2 + i),
+                    content_changes=[
+                        types.TextDocumentContentChangePartial(
+                            range=types.Range(start=types.Position(0, 5), end=types.Position(0, 5)), text="1"
+                        )
+                    ],
+                )
+            )
         await asyncio.sleep(0.5)
         st = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
     # pygls 2.1.1 alone keeps one future per didChange (600 here).
@@ -37,10 +42,27 @@ async def test_notifications_leave_no_handler_futures_behind(tmp_path):
 def test_soak_benchmark_smoke(tmp_path):
     out = tmp_path / "soak.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_soak.py"), "--requests", "400", "--warmup", "100",
-         "--sample-every", "100", "--docs", "6", "--max-growth-mb", "1000", "--json-out", str(out),
-         "--state-dir", str(tmp_path / "state")],
-        capture_output=True, text=True, timeout=110,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_soak.py"),
+            "--requests",
+            "400",
+            "--warmup",
+            "100",
+            "--sample-every",
+            "100",
+            "--docs",
+            "6",
+            "--max-growth-mb",
+            "1000",
+            "--json-out",
+            str(out),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())

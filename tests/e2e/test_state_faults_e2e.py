@@ -73,10 +73,15 @@ async def sim():
 
 
 def env_for(tmp_path, sim):
-    return sidecar_env(tmp_path, SIDECAR_PROVIDER="openai", SIDECAR_BASE_URL=sim.base_url,
-                       SIDECAR_API_KEY="sk-state-123456789", SIDECAR_GATE="true",
-                       SIDECAR_CACHE_PATH=str(tmp_path / "completions.sqlite3"),
-                       SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"))
+    return sidecar_env(
+        tmp_path,
+        SIDECAR_PROVIDER="openai",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_API_KEY="sk-state-123456789",
+        SIDECAR_GATE="true",
+        SIDECAR_CACHE_PATH=str(tmp_path / "completions.sqlite3"),
+        SIDECAR_LOG_FILE=str(tmp_path / "sidecar.jsonl"),
+    )
 
 
 def default_estimates() -> dict[str, float]:
@@ -113,8 +118,9 @@ def gate_warnings(tmp_path) -> list[dict]:
 
 
 async def stats(client) -> dict:
-    return await asyncio.wait_for(client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="sidecar.stats", arguments=[])), 20)
+    return await asyncio.wait_for(
+        client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats", arguments=[])), 20
+    )
 
 
 async def run_on_stored_row(tmp_path, sim, text: str, wire) -> tuple[dict, object, list]:
@@ -170,24 +176,28 @@ async def test_a_nan_gate_row_falls_back_to_the_defaults_with_one_line(tmp_path,
     assert_defaults_and_one_line(tmp_path, snap, answer, files, wire, "not a finite number")
 
 
-@pytest.mark.parametrize("text, why", [
-    # +inf in the bias
-    (row([float("inf"), *G.DEFAULT_WEIGHTS[1:]]), "not a finite number"),
-    # -inf in a log-probability slope
-    (row([*G.DEFAULT_WEIGHTS[:-1], float("-inf")]), "not a finite number"),
-    # one weight too few
-    (row(list(G.DEFAULT_WEIGHTS[:-1])), "weights"),
-    # a weight far out of what learning can reach
-    (row([*G.DEFAULT_WEIGHTS[:5], 1e300, *G.DEFAULT_WEIGHTS[6:]]), "out of range"),
-    # weights that are not numbers
-    (row(["0.8", *G.DEFAULT_WEIGHTS[1:]]), "not a number"),
-    # a negative update count
-    (row(list(G.DEFAULT_WEIGHTS), updates=-4), "updates"),
-    # JSON, but not an object
-    (json.dumps([G.STATE_VERSION, list(G.DEFAULT_WEIGHTS)]), "not a JSON object"),
-    # not JSON at all
-    ('{"version": 5, "weights": [0.8,', "not JSON"),
-], ids=["inf-bias", "minus-inf", "short", "huge", "strings", "negative-updates", "array", "truncated"])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        # +inf in the bias
+        (row([float("inf"), *G.DEFAULT_WEIGHTS[1:]]), "not a finite number"),
+        # -inf in a log-probability slope
+        (row([*G.DEFAULT_WEIGHTS[:-1], float("-inf")]), "not a finite number"),
+        # one weight too few
+        (row(list(G.DEFAULT_WEIGHTS[:-1])), "weights"),
+        # a weight far out of what learning can reach
+        (row([*G.DEFAULT_WEIGHTS[:5], 1e300, *G.DEFAULT_WEIGHTS[6:]]), "out of range"),
+        # weights that are not numbers
+        (row(["0.8", *G.DEFAULT_WEIGHTS[1:]]), "not a number"),
+        # a negative update count
+        (row(list(G.DEFAULT_WEIGHTS), updates=-4), "updates"),
+        # JSON, but not an object
+        (json.dumps([G.STATE_VERSION, list(G.DEFAULT_WEIGHTS)]), "not a JSON object"),
+        # not JSON at all
+        ('{"version": 5, "weights": [0.8,', "not JSON"),
+    ],
+    ids=["inf-bias", "minus-inf", "short", "huge", "strings", "negative-updates", "array", "truncated"],
+)
 async def test_other_bad_gate_rows_fall_back_to_the_defaults(tmp_path, sim, wire, text, why):
     snap, answer, files = await run_on_stored_row(tmp_path, sim, text, wire)
     assert_defaults_and_one_line(tmp_path, snap, answer, files, wire, why)

@@ -27,9 +27,7 @@ def parse_frames(data: bytes) -> list[dict]:
     out, i = [], 0
     while i < len(data):
         end = data.index(b"\r\n\r\n", i)
-        headers = dict(
-            line.split(": ", 1) for line in data[i:end].decode("ascii").split("\r\n")
-        )
+        headers = dict(line.split(": ", 1) for line in data[i:end].decode("ascii").split("\r\n"))
         n = int(headers["Content-Length"])
         body = data[end + 4 : end + 4 + n]
         assert len(body) == n, "truncated frame"
@@ -61,18 +59,48 @@ def test_stdout_is_only_lsp_frames(tmp_path):
     uri = "file:///tmp/s.py"
     text = "import math\n\ndef area(r):\n    return "
     msgs = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"processId": None, "rootUri": None, "capabilities": {}},
+        },
         {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}},
-        {"jsonrpc": "2.0", "id": 2, "method": "textDocument/inlineCompletion", "params": {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 11}, "context": {"triggerKind": 2}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "textDocument/inlineCompletion", "params": {"textDocument": {"uri": uri}, "position": {"line": 42, "character": 0}, "context": {"triggerKind": 1}}},
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "textDocument/inlineCompletion",
+            "params": {
+                "textDocument": {"uri": uri},
+                "position": {"line": 3, "character": 11},
+                "context": {"triggerKind": 2},
+            },
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "textDocument/inlineCompletion",
+            "params": {
+                "textDocument": {"uri": uri},
+                "position": {"line": 42, "character": 0},
+                "context": {"triggerKind": 1},
+            },
+        },
         {"jsonrpc": "2.0", "id": 4, "method": "workspace/executeCommand", "params": {"command": "sidecar.stats"}},
         {"jsonrpc": "2.0", "id": 5, "method": "workspace/executeCommand", "params": {"command": "sidecar.clearCache"}},
     ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "sidecar", "serve", "--stdio"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=sidecar_env(tmp_path), cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=sidecar_env(tmp_path),
+        cwd=ROOT,
     )
     assert proc.stdin is not None
     for m in msgs:
@@ -95,9 +123,17 @@ def test_stdout_is_only_lsp_frames(tmp_path):
     assert "error" not in answered[4] and "counters" in answered[4]["result"]
     caps = answered[1]["result"]["capabilities"]
     assert caps["inlineCompletionProvider"] is not None
-    assert caps["textDocumentSync"] in (2, {"openClose": True, "change": 2}) or caps["textDocumentSync"].get("change") == 2
+    assert (
+        caps["textDocumentSync"] in (2, {"openClose": True, "change": 2}) or caps["textDocumentSync"].get("change") == 2
+    )
     cmds = set(caps["executeCommandProvider"]["commands"])
-    assert {"sidecar.toggleLocalGpu", "sidecar.setMode", "sidecar.stats", "sidecar.clearCache", "sidecar.acceptCompletion"} <= cmds
+    assert {
+        "sidecar.toggleLocalGpu",
+        "sidecar.setMode",
+        "sidecar.stats",
+        "sidecar.clearCache",
+        "sidecar.acceptCompletion",
+    } <= cmds
     assert proc.returncode == 0
 
 
@@ -105,16 +141,37 @@ def _start_and_get_engine_pid(tmp_path):
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "sidecar", "serve"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env=sidecar_env(tmp_path), cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=sidecar_env(tmp_path),
+        cwd=ROOT,
     )
-    proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+    proc.stdin.write(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"processId": None, "rootUri": None, "capabilities": {}},
+            }
+        )
+    )
     proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
     proc.stdin.flush()
     buf, pid, n = b"", None, 2
     deadline = time.monotonic() + 60
     while pid is None and time.monotonic() < deadline:
-        proc.stdin.write(frame({"jsonrpc": "2.0", "id": n, "method": "workspace/executeCommand", "params": {"command": "sidecar.stats"}}))
+        proc.stdin.write(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "workspace/executeCommand",
+                    "params": {"command": "sidecar.stats"},
+                }
+            )
+        )
         proc.stdin.flush()
         n += 1
         time.sleep(0.2)
@@ -125,7 +182,11 @@ def _start_and_get_engine_pid(tmp_path):
             buf += chunk
         try:
             for m in parse_frames(buf):
-                p = (m.get("result") or {}).get("status", {}).get("enginePid") if isinstance(m.get("result"), dict) else None
+                p = (
+                    (m.get("result") or {}).get("status", {}).get("enginePid")
+                    if isinstance(m.get("result"), dict)
+                    else None
+                )
                 pid = pid or p
         except (ValueError, KeyError, AssertionError):
             pass
@@ -179,16 +240,36 @@ def test_malformed_params_get_invalid_params_not_silence(tmp_path):
         "nonsense",
     ]
     msgs = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"processId": None, "rootUri": None, "capabilities": {}},
+        },
         {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "a = 1\n"}}},
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "a = 1\n"}},
+        },
         {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {}},
         *({"jsonrpc": "2.0", "id": 10 + i, "method": inline, "params": p} for i, p in enumerate(bad)),
-        {"jsonrpc": "2.0", "id": 20, "method": "workspace/executeCommand", "params": {"command": "sidecar.setMode", "arguments": ["turbo"]}},
+        {
+            "jsonrpc": "2.0",
+            "id": 20,
+            "method": "workspace/executeCommand",
+            "params": {"command": "sidecar.setMode", "arguments": ["turbo"]},
+        },
     ]
     env = sidecar_env(tmp_path, SIDECAR_BASE_URL="http://127.0.0.1:9/v1")
-    proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
     for m in msgs:
         proc.stdin.write(frame(m))
     proc.stdin.flush()
@@ -204,5 +285,7 @@ def test_malformed_params_get_invalid_params_not_silence(tmp_path):
     for i in range(len(bad)):
         assert answers[10 + i]["error"]["code"] == -32602, answers.get(10 + i)
     assert answers[20]["error"]["code"] == -32602
-    popups = [m for m in frames if m.get("method") == "window/showMessage" and "Error in server" in m["params"]["message"]]
+    popups = [
+        m for m in frames if m.get("method") == "window/showMessage" and "Error in server" in m["params"]["message"]
+    ]
     assert not popups, popups

@@ -34,8 +34,13 @@ async def test_lone_surrogate_never_breaks_a_request(tmp_path):
     log = tmp_path / "sidecar.jsonl"
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=1000, seed=1)) as sim:
         sim.set_responder(lambda body: "42")
-        env = sidecar_env(tmp_path, SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false",
-                          SIDECAR_LOG_FILE=str(log))
+        env = sidecar_env(
+            tmp_path,
+            SILICONFLOW_API_KEY=KEY,
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_CACHE="false",
+            SIDECAR_LOG_FILE=str(log),
+        )
         init = {"debounceMinMs": 0, "debounceMaxMs": 0, "prefetchEnabled": False}
         async with sidecar(env, init_options=init) as client:
             open_doc(client, S, S_TEXT)

@@ -32,9 +32,17 @@ async def slow():
 
 
 def env(tmp_path, sim):
-    return sidecar_env(tmp_path, SILICONFLOW_API_KEY="sk-upd", SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false",
-                       SIDECAR_PREFETCH="false", SIDECAR_RETAINED_SHORT_S="1", SIDECAR_RETAINED_LONG_S="2",
-                       SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD="0")
+    return sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-upd",
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_CACHE="false",
+        SIDECAR_PREFETCH="false",
+        SIDECAR_RETAINED_SHORT_S="1",
+        SIDECAR_RETAINED_LONG_S="2",
+        SIDECAR_GATE="true",
+        SIDECAR_GATE_THRESHOLD="0",
+    )
 
 
 async def stats(client):
@@ -65,13 +73,19 @@ async def test_accepting_an_updates_item_counts_its_characters_retention_and_gat
         cmd = item["command"]
         assert cmd["arguments"][0].startswith("u"), cmd
         # The editor inserts the update's item, then runs its command.
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(1, 12), end=types.Position(1, 12)), text=LINE)],
-        ))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=types.Position(1, 12), end=types.Position(1, 12)), text=LINE
+                    )
+                ],
+            )
+        )
         await client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=cmd["command"], arguments=cmd["arguments"]))
+            types.ExecuteCommandParams(command=cmd["command"], arguments=cmd["arguments"])
+        )
         await asyncio.sleep(1.5)  # past the short retention horizon
         snap = await stats(client)
     acc = snap["acceptance"]
@@ -90,9 +104,17 @@ async def test_a_suggestion_that_comes_only_as_updates_is_judged_and_labelled(tm
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=20, tokens_per_s=200, seed=4)) as sim:
         sim.set_responder(lambda body: LINE)
         sim.set_load_on_demand(3.0)
-        env_ = sidecar_env(tmp_path, SIDECAR_API_KEY="sk-upd-cold", SIDECAR_BASE_URL=sim.base_url,
-                           SIDECAR_PROVIDER="openai", SIDECAR_CACHE="false", SIDECAR_PREFETCH="false",
-                           SIDECAR_GATE="true", SIDECAR_GATE_THRESHOLD="0", SIDECAR_REQUEST_TIMEOUT_MS="1000")
+        env_ = sidecar_env(
+            tmp_path,
+            SIDECAR_API_KEY="sk-upd-cold",
+            SIDECAR_BASE_URL=sim.base_url,
+            SIDECAR_PROVIDER="openai",
+            SIDECAR_CACHE="false",
+            SIDECAR_PREFETCH="false",
+            SIDECAR_GATE="true",
+            SIDECAR_GATE_THRESHOLD="0",
+            SIDECAR_REQUEST_TIMEOUT_MS="1000",
+        )
         init = {"debounceMinMs": 0, "debounceMaxMs": 0, "inlineCompletionUpdates": True}
         async with sidecar(env_, init_options=init, capabilities=client_capabilities()) as client:
             open_doc(client, URI, DOC)
@@ -102,7 +124,8 @@ async def test_a_suggestion_that_comes_only_as_updates_is_judged_and_labelled(tm
             assert item["insertText"] == LINE
             cmd = item["command"]
             await client.workspace_execute_command_async(
-                types.ExecuteCommandParams(command=cmd["command"], arguments=cmd["arguments"]))
+                types.ExecuteCommandParams(command=cmd["command"], arguments=cmd["arguments"])
+            )
             snap = await stats(client)
     assert snap["acceptance"]["accepted"] == 1 and snap["acceptance"]["accepted_chars"] == len(LINE)
     gate = snap["gate"]

@@ -70,7 +70,9 @@ async def test_a_client_that_declares_updates_gets_an_early_answer_and_updates(t
 
 async def test_a_client_without_updates_gets_the_whole_first_line(tmp_path, slow):
     slow.set_responder(lambda body: LINE)
-    async with sidecar(env(tmp_path, slow), init_options=INIT, capabilities=client_capabilities(updates=False)) as client:
+    async with sidecar(
+        env(tmp_path, slow), init_options=INIT, capabilities=client_capabilities(updates=False)
+    ) as client:
         open_doc(client, "file:///w/o.py", ONE_LINE_DOC)
         first, took = await ask(client, "file:///w/o.py", 1, 12)
         await asyncio.sleep(0.3)
@@ -81,7 +83,9 @@ async def test_a_client_without_updates_gets_the_whole_first_line(tmp_path, slow
 
 async def test_a_client_without_updates_gets_the_whole_block_where_lines_are_allowed(tmp_path, slow):
     slow.set_responder(lambda body: BODY)
-    async with sidecar(env(tmp_path, slow), init_options=INIT, capabilities=client_capabilities(updates=False)) as client:
+    async with sidecar(
+        env(tmp_path, slow), init_options=INIT, capabilities=client_capabilities(updates=False)
+    ) as client:
         open_doc(client, "file:///w/b.py", BLOCK_DOC)
         first, _took = await ask(client, "file:///w/b.py", 1, 4)
     assert first == BODY, f"expected the whole suggestion, got {first!r}"
@@ -92,7 +96,9 @@ async def test_at_the_deadline_a_client_without_updates_gets_finished_lines_only
     model finished (the first, at about 1.2 s), never the line it was writing."""
     slow.set_responder(lambda body: BODY)
     init = dict(INIT, requestTimeoutMs=1400)
-    async with sidecar(env(tmp_path, slow), init_options=init, capabilities=client_capabilities(updates=False)) as client:
+    async with sidecar(
+        env(tmp_path, slow), init_options=init, capabilities=client_capabilities(updates=False)
+    ) as client:
         open_doc(client, "file:///w/d.py", BLOCK_DOC)
         first, took = await ask(client, "file:///w/d.py", 1, 4)
         st = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))

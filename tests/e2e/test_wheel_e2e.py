@@ -23,8 +23,9 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def test_the_wheel_in_a_fresh_venv_is_the_product_alone(tmp_path):
-    out = _run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path / "dist")],
-               cwd=tmp_path)
+    out = _run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path / "dist")], cwd=tmp_path
+    )
     if out.returncode != 0 and "Could not find a version" in out.stderr + out.stdout:
         pytest.skip(f"no package index to build the wheel with: {out.stderr[-300:]}")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -40,8 +41,20 @@ def test_the_wheel_in_a_fresh_venv_is_the_product_alone(tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    out = _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel),
-                "-c", str(ROOT / "constraints.txt")], cwd=tmp_path)
+    out = _run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(wheel),
+            "-c",
+            str(ROOT / "constraints.txt"),
+        ],
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert _run([str(py), "-c", "import aiohttp"], cwd=tmp_path).returncode != 0, "aiohttp came with the wheel"
     sidecar = env_dir / "bin" / "sidecar"
@@ -53,9 +66,14 @@ def test_the_wheel_in_a_fresh_venv_is_the_product_alone(tmp_path):
     assert "serve" in commands and "doctor" in commands and not commands & {"bench", "simulate"}, commands
     demo = _run([str(sidecar), "demo", "--help"], cwd=tmp_path)
     assert demo.returncode == 0 and "--tiny" in demo.stdout, demo.stderr
-    home = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-            "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
-            "XDG_DATA_HOME": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
+    home = {
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "PATH": "/usr/bin:/bin",
+    }
     doctor = _run([str(sidecar), "doctor"], cwd=tmp_path, env=home)
     # Without the `local` extra and with no key, doctor finds problems and says which:
     # it runs to its summary and names the missing extra.

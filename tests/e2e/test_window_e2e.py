@@ -6,16 +6,21 @@ from __future__ import annotations
 
 
 async def test_service_records_samples_from_real_streams_and_a_fast_backend_keeps_the_maxima():
+    from devtools.simulator import LatencyModel, SimulatedBackend
     from sidecar.completion.context import build_context
     from sidecar.completion.postprocess import StreamFilter
     from sidecar.completion.service import CompletionService
     from sidecar.config import Settings
-    from devtools.simulator import LatencyModel, SimulatedBackend
 
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=15, tokens_per_s=1000, seed=2)) as sim:
         sim.set_responder(lambda body: "x")
-        s = Settings(api_key="sk-test-window-0123456789", base_url=sim.base_url, cache_enabled=False,
-                     target_ttft_ms=300, prefetch_enabled=False)
+        s = Settings(
+            api_key="sk-test-window-0123456789",
+            base_url=sim.base_url,
+            cache_enabled=False,
+            target_ttft_ms=300,
+            prefetch_enabled=False,
+        )
         svc = CompletionService(s, on_error=lambda e: None)
         try:
             text = "".join(f"value_{i} = compute({i}, {i * 7})\n" for i in range(400))

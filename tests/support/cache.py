@@ -10,7 +10,11 @@ def key(prefix: str, suffix: str = "\n", model: str = "m") -> CacheKey:
 
 
 async def make(path, **kw) -> CompletionCache:
-    c = CompletionCache(path, max_entries=kw.get("max_entries", 1000), max_bytes=kw.get("max_bytes", 1 << 24),
-                        ttl_s=kw.get("ttl_s", 3600))
+    c = CompletionCache(
+        path,
+        max_entries=kw.get("max_entries", 1000),
+        max_bytes=kw.get("max_bytes", 1 << 24),
+        ttl_s=kw.get("ttl_s", 3600),
+    )
     await c.open()
     return c

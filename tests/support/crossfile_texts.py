@@ -8,21 +8,9 @@ A = "file:///w/app.py"
 B = "file:///w/geometry.py"
 C = "file:///w/util.ts"
 
-A_TEXT = (
-    "import geometry\n\n"
-    "def main():\n"
-    "    total = compute_area(3, 4)\n"
-    "    \n"
-    "def compute_local():\n"
-    "    return 1\n"
-)
+A_TEXT = "import geometry\n\ndef main():\n    total = compute_area(3, 4)\n    \ndef compute_local():\n    return 1\n"
 B_TEXT = "".join(f"# filler line {i}\n" for i in range(40)) + (
-    "def compute_area(w, h):\n"
-    '    """Area of a w x h rectangle."""\n'
-    "    return w * h\n"
-    "\n"
-    "class Shape:\n"
-    "    sides = 4\n"
+    'def compute_area(w, h):\n    """Area of a w x h rectangle."""\n    return w * h\n\nclass Shape:\n    sides = 4\n'
 )
 C_TEXT = (
     "export function formatName(first: string, last: string): string {\n"

@@ -20,7 +20,8 @@ MAX_PIECES = 30
 def edit(line: int, ch: int, end_line: int, end_ch: int, text: str) -> types.TextDocumentContentChangePartial:
     """The change that replaces (line, ch)..(end_line, end_ch) with ``text``."""
     return types.TextDocumentContentChangePartial(
-        range=types.Range(start=types.Position(line, ch), end=types.Position(end_line, end_ch)), text=text)
+        range=types.Range(start=types.Position(line, ch), end=types.Position(end_line, end_ch)), text=text
+    )
 
 
 # ------------------------------------------------------------------- the reference
@@ -29,7 +30,7 @@ def to_units(text: str, enc: str) -> list[int]:
         return list(text.encode("utf-8"))
     if enc == "utf-16":
         raw = text.encode("utf-16-le")
-        return [int.from_bytes(raw[i:i + 2], "little") for i in range(0, len(raw), 2)]
+        return [int.from_bytes(raw[i : i + 2], "little") for i in range(0, len(raw), 2)]
     return [ord(c) for c in text]
 
 
@@ -93,4 +94,3 @@ def ref_lines(text: str) -> list[str]:
             end -= 1
         out.append(text[start:end])
     return out
-

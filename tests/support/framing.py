@@ -17,4 +17,9 @@ def frame(msg: dict, length: int | None = None, name: bytes = b"Content-Length")
 
 def stats(msg_id: int) -> dict:
     """A request the server always answers: ``workspace/executeCommand sidecar.stats``."""
-    return {"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": {"command": "sidecar.stats"}}
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "method": "workspace/executeCommand",
+        "params": {"command": "sidecar.stats"},
+    }

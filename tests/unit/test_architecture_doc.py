@@ -62,8 +62,15 @@ def test_every_module_path_named_exists():
     text = DOC.read_text(encoding="utf-8")
     known = _module_files()
     top = {p.name + ("/" if p.is_dir() else "") for p in ROOT.iterdir()}
-    missing = sorted({m for m in _PATH.findall(text) if m not in known and m not in top
-                      and not m.startswith(("docs/", "tests/", "scripts/", "editors/", "fixtures/"))})
+    missing = sorted(
+        {
+            m
+            for m in _PATH.findall(text)
+            if m not in known
+            and m not in top
+            and not m.startswith(("docs/", "tests/", "scripts/", "editors/", "fixtures/"))
+        }
+    )
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
 
 
@@ -72,10 +79,16 @@ def _package_modules() -> list[str]:
     ``completion/cache/store.py``, ``tools/demo/``. A package's ``__init__.py`` is named
     by its folder and a ``__main__.py`` is an entry point (``python -m``), so neither is
     asked for."""
-    mods = [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
-            if "__pycache__" not in p.parts and p.name not in ("__init__.py", "__main__.py")]
-    pkgs = [p.parent.relative_to(PACKAGE).as_posix() + "/" for p in PACKAGE.rglob("__init__.py")
-            if p.parent != PACKAGE and "__pycache__" not in p.parts]
+    mods = [
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if "__pycache__" not in p.parts and p.name not in ("__init__.py", "__main__.py")
+    ]
+    pkgs = [
+        p.parent.relative_to(PACKAGE).as_posix() + "/"
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE and "__pycache__" not in p.parts
+    ]
     return sorted(mods + pkgs)
 
 
@@ -104,8 +117,10 @@ def unnamed_modules(text: str) -> list[str]:
 def test_every_module_is_named():
     # The map is complete: a module added without a line in the doc fails here.
     missing = unnamed_modules(DOC.read_text(encoding="utf-8"))
-    assert not missing, ("docs/architecture.md does not name these modules (write each with enough of its "
-                         f"path to be unique, e.g. cache/store.py): {missing}")
+    assert not missing, (
+        "docs/architecture.md does not name these modules (write each with enough of its "
+        f"path to be unique, e.g. cache/store.py): {missing}"
+    )
 
 
 def test_the_keystroke_map_shows_the_confidence_gate():
@@ -131,8 +146,10 @@ def test_every_code_symbol_named_exists():
             elif member in {"py", "md", "json", "toml", "sh"} or not member.islower():
                 continue  # a file name, or an LSP name (``window.workDoneProgress``)
             elif owner in modules and owner != "sidecar":  # ``answer.follow``: a module of ours
-                if not any(p.stem == owner and re.search(rf"(?m)^(?:async\s+def|def|class)\s+{member}\b|^{member}\s*[:=]", t)
-                           for p, t in texts.items()):
+                if not any(
+                    p.stem == owner and re.search(rf"(?m)^(?:async\s+def|def|class)\s+{member}\b|^{member}\s*[:=]", t)
+                    for p, t in texts.items()
+                ):
                     missing.append(token)
         elif _PRIVATE.match(token) and not _defined(token, texts):
             missing.append(token)

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from sidecar import config
 from devtools.bench.cli import NO_KEY_MESSAGE, main, write_plots
 from devtools.bench.replay import ModeRun, RunOptions
 from devtools.bench.report import build_timeline, compare, format_table, summarize
+from sidecar import config
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,12 +36,15 @@ async def _must_not_run(*_a, **_k):
     raise AssertionError("the bench must not run")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--timeline-mode", "naive", "--modes", "sidecar"], "--timeline-mode"),
-    (["--timeline-file", "3"], "--timeline-file"),
-    (["--keystrokes", "0"], "--keystrokes"),
-    (["--set", "novalue"], "--set"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--timeline-mode", "naive", "--modes", "sidecar"], "--timeline-mode"),
+        (["--timeline-file", "3"], "--timeline-file"),
+        (["--keystrokes", "0"], "--keystrokes"),
+        (["--set", "novalue"], "--set"),
+    ],
+)
 def test_bad_options_exit_2(monkeypatch, capsys, argv, needle):
     monkeypatch.setattr("devtools.bench.cli.run_bench", _must_not_run)
     assert main(argv) == 2
@@ -88,19 +91,64 @@ def test_siliconflow_runs_keep_the_users_key_and_base_url_only(monkeypatch, tmp_
 
 def _real_raw(mode, prefetch, counters):
     return {
-        "mode": mode, "backend": "siliconflow", "prefetch": prefetch, "pauses": [], "upstream": [],
-        "keystrokes": 50, "keys_typed": 50, "accepts": 0, "accepted_chars": 0, "wall_s": 1.0, "errors": [],
-        "lsp": {"inline_sent": 50, "inline_answered": 50, "commands_sent": 0, "commands_answered": 0,
-                "non_empty_answers": 3},
-        "key_lateness_ms": {"count": 50, "mean": 1.0, "max": 2.0}, "after_accept": [],
+        "mode": mode,
+        "backend": "siliconflow",
+        "prefetch": prefetch,
+        "pauses": [],
+        "upstream": [],
+        "keystrokes": 50,
+        "keys_typed": 50,
+        "accepts": 0,
+        "accepted_chars": 0,
+        "wall_s": 1.0,
+        "errors": [],
+        "lsp": {
+            "inline_sent": 50,
+            "inline_answered": 50,
+            "commands_sent": 0,
+            "commands_answered": 0,
+            "non_empty_answers": 3,
+        },
+        "key_lateness_ms": {"count": 50, "mean": 1.0, "max": 2.0},
+        "after_accept": [],
         "server_stats": {"counters": counters, "prefetch": {}},
-        "file_windows": [{"file": "a.py", "path": "/a.py", "uri": "file:///a.py", "opened_s": 1.0,
-                          "first_key_s": 2.0, "closed_s": 9.0}],
-        "keys": [{"t": 2.0, "file": "a.py", "kind": "key", "chars": 1, "text": None, "pause": None,
-                  "pause_from": None, "request_id": "x-1"}],
-        "requests": [{"id": "x-1", "kind": "inline", "uri": "file:///a.py", "version": 2, "sent_s": 2.0,
-                      "answered_s": 2.5, "latency_ms": 500.0, "text": "foo", "error": None, "cancel_sent": False,
-                      "current": True}],
+        "file_windows": [
+            {
+                "file": "a.py",
+                "path": "/a.py",
+                "uri": "file:///a.py",
+                "opened_s": 1.0,
+                "first_key_s": 2.0,
+                "closed_s": 9.0,
+            }
+        ],
+        "keys": [
+            {
+                "t": 2.0,
+                "file": "a.py",
+                "kind": "key",
+                "chars": 1,
+                "text": None,
+                "pause": None,
+                "pause_from": None,
+                "request_id": "x-1",
+            }
+        ],
+        "requests": [
+            {
+                "id": "x-1",
+                "kind": "inline",
+                "uri": "file:///a.py",
+                "version": 2,
+                "sent_s": 2.0,
+                "answered_s": 2.5,
+                "latency_ms": 500.0,
+                "text": "foo",
+                "error": None,
+                "cancel_sent": False,
+                "current": True,
+            }
+        ],
     }
 
 

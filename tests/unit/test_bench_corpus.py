@@ -70,7 +70,8 @@ CODE = "def f(x):\n    y = x + 1\n    return y\n\n\ndef g(a, b):\n    total = f(
 
 def _manifest(tmp: Path, url: str, sha: str, files: list[str], half: str = "report") -> Path:
     m = tmp / "manifest.toml"
-    m.write_text(f'''[[package]]
+    m.write_text(
+        f'''[[package]]
 name = "demo"
 registry = "pypi"
 version = "1.0"
@@ -80,7 +81,8 @@ half = "{half}"
 url = "{url}"
 sha256 = "{sha}"
 files = {files!r}
-'''.replace("'", '"'))
+'''.replace("'", '"')
+    )
     return m
 
 
@@ -125,11 +127,14 @@ def test_http_errors_and_missing_files_are_one_line_errors(tmp_path, server):
         corpus.corpus_files("report", manifest=m, cache=tmp_path / "c2")
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("registry", "cargo", "registry must be one of"),
-    ("half", "both", "half must be one of"),
-    ("sha256", "abc", "64 hex digits"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("registry", "cargo", "registry must be one of"),
+        ("half", "both", "half must be one of"),
+        ("sha256", "abc", "64 hex digits"),
+    ],
+)
 def test_a_malformed_manifest_is_refused(tmp_path, field, value, message):
     m = _manifest(tmp_path, "http://127.0.0.1:1/x.tar.gz", "0" * 64, ["a/b.py"])
     text = m.read_text()

@@ -8,55 +8,93 @@ from pathlib import Path
 
 import pytest
 
-from devtools.bench.quality import (SYSTEMS, ModelError, Options, _not_run, default_model, fim_body, fim_prompt,
-                                         fim_template, naive_body, naive_cut, resolve_model, run_model, stream_answer)
+from devtools.bench.quality import (
+    SYSTEMS,
+    ModelError,
+    Options,
+    _not_run,
+    default_model,
+    fim_body,
+    fim_prompt,
+    fim_template,
+    naive_body,
+    naive_cut,
+    resolve_model,
+    run_model,
+    stream_answer,
+)
 from devtools.bench.quality import main as quality_main
-from devtools.bench.quality_holes import (KINDS, closer_run, is_code_line, make_hole, make_holes, mid_line_columns,
-                                         mid_word_columns)
-from devtools.bench.quality_metrics import (common_prefix_len, first_line, format_table, is_duplicate, is_late,
-                                           is_stub, not_run_summary, ratio_cell, score, summarize)
+from devtools.bench.quality_holes import (
+    KINDS,
+    closer_run,
+    is_code_line,
+    make_hole,
+    make_holes,
+    mid_line_columns,
+    mid_word_columns,
+)
+from devtools.bench.quality_metrics import (
+    common_prefix_len,
+    first_line,
+    format_table,
+    is_duplicate,
+    is_late,
+    is_stub,
+    not_run_summary,
+    ratio_cell,
+    score,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
-C_TEXT = "\n".join([
-    "#include <unistd.h>",
-    "",
-    "void reader_close(struct reader *in)",
-    "{",
-    "    if (in == NULL) {",
-    "        return;",
-    "    }",
-    "    close(in->fd);",
-    "    free(in->buf);",
-    "}",
-    "",
-])
+C_TEXT = "\n".join(
+    [
+        "#include <unistd.h>",
+        "",
+        "void reader_close(struct reader *in)",
+        "{",
+        "    if (in == NULL) {",
+        "        return;",
+        "    }",
+        "    close(in->fd);",
+        "    free(in->buf);",
+        "}",
+        "",
+    ]
+)
 
-PY_TEXT = "\n".join([
-    "import time",
-    "",
-    "",
-    "class Bucket:",
-    "    def refill(self, now):",
-    "        elapsed = max(0.0, now - self.updated)",
-    "        self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)",
-    "        self.updated = now  # the last refill",
-    "",
-])
+PY_TEXT = "\n".join(
+    [
+        "import time",
+        "",
+        "",
+        "class Bucket:",
+        "    def refill(self, now):",
+        "        elapsed = max(0.0, now - self.updated)",
+        "        self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)",
+        "        self.updated = now  # the last refill",
+        "",
+    ]
+)
 
 
 # -- holes -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind, line, column, middle, truth, doc_line, suffix_start", [
-    # the issue's example: the cursor after "clo", the rest of the line is the hole
-    ("mid_word", 7, 7, "se(in->fd);", "se(in->fd);", "    clo", "\n    free(in->buf);"),
-    # the closer run ");" stays after the cursor on the line
-    ("mid_line", 7, 10, "in->fd", "in->fd", "    close();", ");\n    free"),
-    # the next line is removed; the truth is that line, the middle starts with a break
-    ("end_of_line", 7, 18, "\n    free(in->buf);", "free(in->buf);", "    close(in->fd);", "\n}\n"),
-    # the line is emptied to its indentation; the cursor is after the indentation
-    ("blank_line", 8, 4, "free(in->buf);", "free(in->buf);", "    ", "\n}\n"),
-])
+
+@pytest.mark.parametrize(
+    "kind, line, column, middle, truth, doc_line, suffix_start",
+    [
+        # the issue's example: the cursor after "clo", the rest of the line is the hole
+        ("mid_word", 7, 7, "se(in->fd);", "se(in->fd);", "    clo", "\n    free(in->buf);"),
+        # the closer run ");" stays after the cursor on the line
+        ("mid_line", 7, 10, "in->fd", "in->fd", "    close();", ");\n    free"),
+        # the next line is removed; the truth is that line, the middle starts with a break
+        ("end_of_line", 7, 18, "\n    free(in->buf);", "free(in->buf);", "    close(in->fd);", "\n}\n"),
+        # the line is emptied to its indentation; the cursor is after the indentation
+        ("blank_line", 8, 4, "free(in->buf);", "free(in->buf);", "    ", "\n}\n"),
+    ],
+)
 def test_make_hole(kind, line, column, middle, truth, doc_line, suffix_start):
     h = make_hole(kind, "x.c", C_TEXT, "c", line, column)
     assert h.middle == middle
@@ -77,38 +115,47 @@ def test_make_hole_utf16_character():
     assert h.middle == text.split("\n")[3][col:]
 
 
-@pytest.mark.parametrize("line, language, expected", [
-    ("    close(in->fd);", "c", True),
-    ("#include <stdio.h>", "c", True),
-    ("    x = 1  # note", "python", False),
-    ("    // a comment", "c", False),
-    ("     * doc line", "c", False),
-    ('    """Docstring."""', "python", False),
-    ("    }", "c", False),  # fewer than 4 non-blank characters
-    ("", "python", False),
-])
+@pytest.mark.parametrize(
+    "line, language, expected",
+    [
+        ("    close(in->fd);", "c", True),
+        ("#include <stdio.h>", "c", True),
+        ("    x = 1  # note", "python", False),
+        ("    // a comment", "c", False),
+        ("     * doc line", "c", False),
+        ('    """Docstring."""', "python", False),
+        ("    }", "c", False),  # fewer than 4 non-blank characters
+        ("", "python", False),
+    ],
+)
 def test_is_code_line(line, language, expected):
     assert is_code_line(line, language) is expected
 
 
-@pytest.mark.parametrize("line, run", [
-    ("    foo(a, b);", ");"),
-    ("def f(x):", "):"),
-    ("    return x", ""),
-    ("});", ""),  # the whole line: no mid_line hole
-    ("    x = [1, 2]  ", "]"),
-])
+@pytest.mark.parametrize(
+    "line, run",
+    [
+        ("    foo(a, b);", ");"),
+        ("def f(x):", "):"),
+        ("    return x", ""),
+        ("});", ""),  # the whole line: no mid_line hole
+        ("    x = [1, 2]  ", "]"),
+    ],
+)
 def test_closer_run(line, run):
     assert closer_run(line) == run or (run == "" and closer_run(line).strip() == line.strip())
 
 
-@pytest.mark.parametrize("line, expected", [
-    ("    foo(a, bc);", [8, 11]),  # after "(" and after ", "
-    ("    foo(a, b);", [8]),  # after ", " the middle "b" is too short
-    ("    x = compute(a, b)", [8, 16]),  # after "= " and "("
-    ("    return x", []),  # no closer run
-    ("    f(a);", []),  # a middle of one character is too short
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("    foo(a, bc);", [8, 11]),  # after "(" and after ", "
+        ("    foo(a, b);", [8]),  # after ", " the middle "b" is too short
+        ("    x = compute(a, b)", [8, 16]),  # after "= " and "("
+        ("    return x", []),  # no closer run
+        ("    f(a);", []),  # a middle of one character is too short
+    ],
+)
 def test_mid_line_columns(line, expected):
     assert mid_line_columns(line) == expected
 
@@ -142,35 +189,46 @@ def test_make_holes_none_from_prose():
 
 # -- metrics ----------------------------------------------------------------------------------
 
+
 def _hole(kind="mid_word", line=7, column=7):
     return make_hole(kind, "x.c", C_TEXT, "c", line, column)
 
 
-@pytest.mark.parametrize("answer, hole_args, exact, accepted, empty, duplicate", [
-    ("se(in->fd);", ("mid_word", 7, 7), True, 11, False, False),
-    ("se(in->fd);  ", ("mid_word", 7, 7), True, 11, False, False),  # stripped compare
-    ("se(in);", ("mid_word", 7, 7), False, 5, False, False),
-    ("", ("mid_word", 7, 7), False, 0, True, False),
-    ("   ", ("mid_word", 7, 7), False, 0, True, False),
-    ("se(in->fd);\n    free(x);", ("mid_word", 7, 7), True, 11, False, False),  # only the first line counts
-    ("free(in->buf);", ("mid_word", 7, 7), False, 0, False, True),  # repeats the next line
-    ("\n    free(in->buf);", ("end_of_line", 7, 18), True, 19, False, False),
-    ("\n    }", ("end_of_line", 7, 18), False, 5, False, True),  # "}" is the next line
-    ("\n}", ("end_of_line", 7, 18), False, 1, False, True),  # the first non-blank suffix line is "}"
-    ("in->fd", ("mid_line", 7, 10), True, 6, False, False),
-    (")", ("mid_line", 7, 10), False, 0, False, True),  # trailing ";" is ignored: ")" repeats ");"
-    ("x)", ("mid_line", 7, 10), False, 0, False, False),
-    (");", ("mid_line", 7, 10), False, 0, False, True),  # repeats the rest of the cursor line
-    ("free(in->buf) ;", ("blank_line", 8, 4), False, 13, False, False),
-])
+@pytest.mark.parametrize(
+    "answer, hole_args, exact, accepted, empty, duplicate",
+    [
+        ("se(in->fd);", ("mid_word", 7, 7), True, 11, False, False),
+        ("se(in->fd);  ", ("mid_word", 7, 7), True, 11, False, False),  # stripped compare
+        ("se(in);", ("mid_word", 7, 7), False, 5, False, False),
+        ("", ("mid_word", 7, 7), False, 0, True, False),
+        ("   ", ("mid_word", 7, 7), False, 0, True, False),
+        ("se(in->fd);\n    free(x);", ("mid_word", 7, 7), True, 11, False, False),  # only the first line counts
+        ("free(in->buf);", ("mid_word", 7, 7), False, 0, False, True),  # repeats the next line
+        ("\n    free(in->buf);", ("end_of_line", 7, 18), True, 19, False, False),
+        ("\n    }", ("end_of_line", 7, 18), False, 5, False, True),  # "}" is the next line
+        ("\n}", ("end_of_line", 7, 18), False, 1, False, True),  # the first non-blank suffix line is "}"
+        ("in->fd", ("mid_line", 7, 10), True, 6, False, False),
+        (")", ("mid_line", 7, 10), False, 0, False, True),  # trailing ";" is ignored: ")" repeats ");"
+        ("x)", ("mid_line", 7, 10), False, 0, False, False),
+        (");", ("mid_line", 7, 10), False, 0, False, True),  # repeats the rest of the cursor line
+        ("free(in->buf) ;", ("blank_line", 8, 4), False, 13, False, False),
+    ],
+)
 def test_score(answer, hole_args, exact, accepted, empty, duplicate):
     s = score(answer, _hole(*hole_args))
     assert (s["exact"], s["accepted_chars"], s["empty"], s["duplicate"]) == (exact, accepted, empty, duplicate)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("abc\ndef", "abc"), ("\nabc\ndef", "abc"), ("\r\nabc", "abc"), ("", ""), ("\n\nx", ""),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("abc\ndef", "abc"),
+        ("\nabc\ndef", "abc"),
+        ("\r\nabc", "abc"),
+        ("", ""),
+        ("\n\nx", ""),
+    ],
+)
 def test_first_line(text, expected):
     assert first_line(text) == expected
 
@@ -180,13 +238,16 @@ def test_common_prefix_len(a, b, n):
     assert common_prefix_len(a, b) == n
 
 
-@pytest.mark.parametrize("first, final, stub", [
-    ("foo(", "foo(a, b)", True),
-    ("", "foo", False),  # answered empty at the deadline: "late", not a stub
-    ("foo", "foo", False),
-    ("foo", "bar", False),  # not a prefix: a different suggestion, not a stub
-    ("", "", False),
-])
+@pytest.mark.parametrize(
+    "first, final, stub",
+    [
+        ("foo(", "foo(a, b)", True),
+        ("", "foo", False),  # answered empty at the deadline: "late", not a stub
+        ("foo", "foo", False),
+        ("foo", "bar", False),  # not a prefix: a different suggestion, not a stub
+        ("", "", False),
+    ],
+)
 def test_is_stub(first, final, stub):
     assert is_stub(first, final) is stub
     assert is_late(first, final) is (not first and bool(final))
@@ -198,15 +259,18 @@ def test_duplicate_ignores_whitespace_and_trailing_punctuation():
     assert not is_duplicate("free(in->buf2);", h)
 
 
-@pytest.mark.parametrize("raw, final, expected", [
-    ("abc", False, None),  # more text may follow
-    ("abc", True, "abc"),
-    ("abc  \ndef", False, "abc"),
-    ("\n    x = 1\n", False, "\n    x = 1"),  # one leading break is kept with the next line
-    ("\n    x = 1", False, None),
-    ("\n    x = 1", True, "\n    x = 1"),
-    ("\n\nfoo", False, ""),  # a blank line after the break: nothing
-])
+@pytest.mark.parametrize(
+    "raw, final, expected",
+    [
+        ("abc", False, None),  # more text may follow
+        ("abc", True, "abc"),
+        ("abc  \ndef", False, "abc"),
+        ("\n    x = 1\n", False, "\n    x = 1"),  # one leading break is kept with the next line
+        ("\n    x = 1", False, None),
+        ("\n    x = 1", True, "\n    x = 1"),
+        ("\n\nfoo", False, ""),  # a blank line after the break: nothing
+    ],
+)
 def test_naive_cut(raw, final, expected):
     assert naive_cut(raw, final) == expected
 
@@ -214,12 +278,38 @@ def test_naive_cut(raw, final, expected):
 def test_summarize_and_table():
     holes = [_hole("mid_word", 7, 7), _hole("end_of_line", 7, 18)]
     recs = [
-        {"hole": holes[0].id, "kind": "mid_word", "latency_ms": 100.0, "final_ms": 300.0, "stub": True,
-         "first": "se(", "final": "se(in->fd);", "score": score("se(in->fd);", holes[0])},
-        {"hole": holes[1].id, "kind": "end_of_line", "latency_ms": 300.0, "final_ms": 300.0, "stub": False,
-         "first": "", "final": "", "error": "no answer", "score": score("", holes[1])},
-        {"hole": holes[1].id, "kind": "end_of_line", "latency_ms": 900.0, "stub": False, "late": True,
-         "first": "", "final": "", "reference_final": "\n    x", "score": score("", holes[1])},
+        {
+            "hole": holes[0].id,
+            "kind": "mid_word",
+            "latency_ms": 100.0,
+            "final_ms": 300.0,
+            "stub": True,
+            "first": "se(",
+            "final": "se(in->fd);",
+            "score": score("se(in->fd);", holes[0]),
+        },
+        {
+            "hole": holes[1].id,
+            "kind": "end_of_line",
+            "latency_ms": 300.0,
+            "final_ms": 300.0,
+            "stub": False,
+            "first": "",
+            "final": "",
+            "error": "no answer",
+            "score": score("", holes[1]),
+        },
+        {
+            "hole": holes[1].id,
+            "kind": "end_of_line",
+            "latency_ms": 900.0,
+            "stub": False,
+            "late": True,
+            "first": "",
+            "final": "",
+            "reference_final": "\n    x",
+            "score": score("", holes[1]),
+        },
     ]
     s = summarize(recs)
     assert s["holes"] == 3 and s["answered"] == 1 and s["errors"] == 1
@@ -231,17 +321,29 @@ def test_summarize_and_table():
     assert s["stub_pct"] == 50.0 and s["late_pct"] == 50.0
     assert s["by_kind"]["mid_word"]["exact_first_line_pct"] == 100.0
     assert s["exact"] == 1 and s["empty"] == 2
-    assert s["by_kind"]["mid_word"] == {"holes": 1, "exact": 1, "exact_first_line_pct": 100.0,
-                                        "accepted_chars_per_hole": 11.0, "empty": 0, "empty_pct": 0.0}
-    assert s["by_kind"]["end_of_line"] == {"holes": 2, "exact": 0, "exact_first_line_pct": 0.0,
-                                           "accepted_chars_per_hole": 0.0, "empty": 2, "empty_pct": 100.0}
+    assert s["by_kind"]["mid_word"] == {
+        "holes": 1,
+        "exact": 1,
+        "exact_first_line_pct": 100.0,
+        "accepted_chars_per_hole": 11.0,
+        "empty": 0,
+        "empty_pct": 0.0,
+    }
+    assert s["by_kind"]["end_of_line"] == {
+        "holes": 2,
+        "exact": 0,
+        "exact_first_line_pct": 0.0,
+        "accepted_chars_per_hole": 0.0,
+        "empty": 2,
+        "empty_pct": 100.0,
+    }
     table = format_table({"sidecar": s, "naive": summarize(recs[:1])})
     lines = table.splitlines()
     assert lines[0].split() == ["metric", "sidecar", "naive"]
 
     def row(label):
         line = next(ln for ln in lines if ln.startswith(label + "  "))
-        return line[len(label):].split("  ")
+        return line[len(label) :].split("  ")
 
     def cells(label):
         return [c.strip() for c in row(label) if c.strip()]
@@ -298,22 +400,31 @@ def test_fim_prompt_is_the_template_around_the_cut_prefix_and_suffix():
     assert len(hole.prefix) > 2000 and len(hole.suffix) > 1000
     tmpl = fim_template(f"/m/{QWEN_STEM}.gguf")
     prompt = fim_prompt(hole, tmpl, 2000, 1000)
-    assert prompt == ("<|fim_prefix|>" + hole.prefix[-2000:] + "<|fim_suffix|>" + hole.suffix[:1000]
-                      + "<|fim_middle|>")
+    assert prompt == ("<|fim_prefix|>" + hole.prefix[-2000:] + "<|fim_suffix|>" + hole.suffix[:1000] + "<|fim_middle|>")
     assert prompt.count("<|fim_") == 3  # no repository header, no file name, no other files
     short = make_hole("mid_word", "x.c", C_TEXT, "c", 7, 7)
     assert fim_prompt(short, tmpl, 2000, 1000) == (
-        "<|fim_prefix|>" + short.prefix + "<|fim_suffix|>" + short.suffix + "<|fim_middle|>")
+        "<|fim_prefix|>" + short.prefix + "<|fim_suffix|>" + short.suffix + "<|fim_middle|>"
+    )
     assert fim_prompt(short, tmpl, 5, 0) == "<|fim_prefix|>" + short.prefix[-5:] + "<|fim_suffix|><|fim_middle|>"
 
     opts = Options(max_tokens=48)
     body = fim_body(hole, tmpl, opts)
-    assert body == {"prompt": fim_prompt(hole, tmpl, opts.fim_prefix_chars, opts.fim_suffix_chars),
-                    "max_tokens": 48, "temperature": 0.0, "repeat_penalty": 1.0, "stream": True,
-                    "stop": ["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"]}
+    assert body == {
+        "prompt": fim_prompt(hole, tmpl, opts.fim_prefix_chars, opts.fim_suffix_chars),
+        "max_tokens": 48,
+        "temperature": 0.0,
+        "repeat_penalty": 1.0,
+        "stream": True,
+        "stop": ["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"],
+    }
     assert (opts.fim_prefix_chars, opts.fim_suffix_chars) == (2000, 1000)
-    assert naive_body(hole, opts) == {"prompt": hole.prefix[-4000:], "max_tokens": 48, "temperature": 0.0,
-                                      "stream": True}  # no stop sequence
+    assert naive_body(hole, opts) == {
+        "prompt": hole.prefix[-4000:],
+        "max_tokens": 48,
+        "temperature": 0.0,
+        "stream": True,
+    }  # no stop sequence
 
 
 def _sse(*texts, finish="stop"):
@@ -342,13 +453,16 @@ async def _stream(events, body=None):
     return out, seen
 
 
-@pytest.mark.parametrize("texts, answer, raw", [
-    (("se(in", "->fd);", "\n    free"), "se(in->fd);", "se(in->fd);\n    free"),
-    (("\n    free(in", "->buf);\n}"), "\n    free(in->buf);", "\n    free(in->buf);\n}"),
-    (("\n", "\n    x"), "", "\n\n    x"),  # a blank line first: nothing to show
-    (("se(in->fd);  ",), "se(in->fd);", "se(in->fd);  "),  # ended by a stop: trailing blanks dropped
-    ((), "", ""),  # an end-of-text token right away
-])
+@pytest.mark.parametrize(
+    "texts, answer, raw",
+    [
+        (("se(in", "->fd);", "\n    free"), "se(in->fd);", "se(in->fd);\n    free"),
+        (("\n    free(in", "->buf);\n}"), "\n    free(in->buf);", "\n    free(in->buf);\n}"),
+        (("\n", "\n    x"), "", "\n\n    x"),  # a blank line first: nothing to show
+        (("se(in->fd);  ",), "se(in->fd);", "se(in->fd);  "),  # ended by a stop: trailing blanks dropped
+        ((), "", ""),  # an end-of-text token right away
+    ],
+)
 async def test_stream_answer_cuts_like_naive(texts, answer, raw):
     out, seen = await _stream(_sse(*texts), body={"prompt": "<|fim_prefix|>x", "stop": ["<|endoftext|>"]})
     assert out["first"] == out["final"] == answer
@@ -378,13 +492,15 @@ async def test_stream_answer_reports_http_errors():
 async def test_fim_client_is_not_run_without_a_template(tmp_path):
     """A model without a FIM template: the column is marked not run and no sidecar starts."""
     hole = _hole("mid_word", 7, 7)
-    got = await run_model(["fim-client"], "/m/SmolLM2-135M-Instruct.Q4_1.gguf", [hole], Options(), tmp_path,
-                          lambda _m: None)
+    got = await run_model(
+        ["fim-client"], "/m/SmolLM2-135M-Instruct.Q4_1.gguf", [hole], Options(), tmp_path, lambda _m: None
+    )
     run = got["fim-client"]
     assert run.not_run.startswith("no FIM template: not run") and run.records == [] and run.fatal is None
 
 
 # -- models --------------------------------------------------------------------------------------
+
 
 def test_resolve_model_paths_and_catalog_names(tmp_path, monkeypatch):
     from sidecar.models import store

@@ -14,8 +14,10 @@ pytestmark = pytest.mark.timeout(150)
 
 
 def test_sla_is_the_largest_n_with_every_smaller_n_passing():
-    pts = [{"mode": "m", "developers": n, "tts_p90_ms": v, "pauses_shown": 3}
-           for n, v in ((1, 400), (5, 900), (10, 1600), (20, 1200))]
+    pts = [
+        {"mode": "m", "developers": n, "tts_p90_ms": v, "pauses_shown": 3}
+        for n, v in ((1, 400), (5, 900), (10, 1600), (20, 1200))
+    ]
     assert largest_under_sla(pts, "m", "tts_p90_ms") == 5
     assert largest_under_sla([{**pts[0], "tts_p90_ms": 2000}], "m", "tts_p90_ms") is None
     assert largest_under_sla(pts, "m", "tts_p90_all_ms") is None
@@ -52,11 +54,28 @@ def test_cli_dispatch_and_bad_arguments(capsys):
 
 
 def test_table_marks_inf_and_missing():
-    p = {"developers": 1, "mode": "naive", "pauses": 3, "pauses_shown": 0, "tts_p50_ms": None, "tts_p90_ms": None,
-         "tts_p90_all_ms": None, "tts_p90_all_inf": True,
-         "tts_p90_km_ms": None, "tts_p90_km_above_ms": 2500.0, "valid_share": 0.0, "correct_share": 0.0,
-         "engine_utilisation": 0.9, "queue_p50_ms": 100.0, "queue_p90_ms": 900.0, "prefill_per_accepted_char": None,
-         "generated_per_accepted_char": None, "rate_limited_429": 4, "upstream_per_100_keys": 90.0,
-         "key_lateness_p90_ms": 3.0, "cpu": {"load_max": 1.5, "cpu_busy_share": 0.5, "bench_process_cores": 0.1}}
+    p = {
+        "developers": 1,
+        "mode": "naive",
+        "pauses": 3,
+        "pauses_shown": 0,
+        "tts_p50_ms": None,
+        "tts_p90_ms": None,
+        "tts_p90_all_ms": None,
+        "tts_p90_all_inf": True,
+        "tts_p90_km_ms": None,
+        "tts_p90_km_above_ms": 2500.0,
+        "valid_share": 0.0,
+        "correct_share": 0.0,
+        "engine_utilisation": 0.9,
+        "queue_p50_ms": 100.0,
+        "queue_p90_ms": 900.0,
+        "prefill_per_accepted_char": None,
+        "generated_per_accepted_char": None,
+        "rate_limited_429": 4,
+        "upstream_per_100_keys": 90.0,
+        "key_lateness_p90_ms": 3.0,
+        "cpu": {"load_max": 1.5, "cpu_busy_share": 0.5, "bench_process_cores": 0.1},
+    }
     text = format_table([p], "header")
     assert "inf" in text and "100/900" in text and ">2500" in text

@@ -94,8 +94,11 @@ async def test_corrupt_cache_file_is_moved_aside(tmp_path, caplog):
     assert sum("moved it to" in r.getMessage() for r in caplog.records) == 1
 
 
-@pytest.mark.parametrize("content", [b"local_model = \"auto\"\n", b"SQLite format 2\x00", b"\x00" * 4096],
-                         ids=["text", "other-header", "zeros"])
+@pytest.mark.parametrize(
+    "content",
+    [b'local_model = "auto"\n', b"SQLite format 2\x00", b"\x00" * 4096],
+    ids=["text", "other-header", "zeros"],
+)
 async def test_a_file_that_is_not_a_cache_is_left_untouched(tmp_path, caplog, content):
     # A cache path that names someone else's file (the config, notes): never moved or
     # written; persistence is off with one warning that names it; the memory layer works.

@@ -28,8 +28,9 @@ def help_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 def test_every_command_is_found():
     commands = every_command()
-    assert {"serve", "demo", "doctor", "install-editor", "config", "stats", "cache", "model"} <= \
-        {c[0] for c in commands if c}
+    assert {"serve", "demo", "doctor", "install-editor", "config", "stats", "cache", "model"} <= {
+        c[0] for c in commands if c
+    }
     assert ["model", "bench"] in commands
 
 

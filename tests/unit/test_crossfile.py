@@ -10,13 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sidecar.completion.prompts import snippets
 from sidecar.completion import crossfile, tokens
 from sidecar.completion.cache import CacheKey
 from sidecar.completion.context import build_context
 from sidecar.completion.crossfile import CrossFileContext, EditLog, Snippet, identifiers_near
-from sidecar.completion.prompts import build_request
-from support.crossfile_texts import A, A_TEXT, B, B_TEXT, C, C_TEXT
+from sidecar.completion.prompts import build_request, snippets
+from support.crossfile_texts import A_TEXT, B_TEXT, C_TEXT, A, B, C
 
 
 def doc(text, language="python", version=1):
@@ -183,7 +182,9 @@ def test_definitions_in_other_languages():
     docs = {
         A: doc("x = formatName(1)\ny = parse_header(p)\nz = Point(1, 2)\nw = MAX_USERS\n"),
         C: doc(C_TEXT, "typescript"),
-        "file:///w/parse.c": doc("#include <stdio.h>\n\nstatic int parse_header(const char *p) {\n  return 0;\n}\n", "c"),
+        "file:///w/parse.c": doc(
+            "#include <stdio.h>\n\nstatic int parse_header(const char *p) {\n  return 0;\n}\n", "c"
+        ),
         "file:///w/point.rs": doc("pub struct Point {\n    x: i32,\n}\n", "rust"),
     }
     cf = CrossFileContext(lambda: docs)
@@ -199,7 +200,12 @@ def test_definitions_in_other_languages():
 
 
 def test_identifiers_near_the_cursor_closest_first_and_not_the_word_being_typed():
-    assert identifiers_near("total = compute_area(width, hei", ") + offset") == ["width", "compute_area", "total", "offset"]
+    assert identifiers_near("total = compute_area(width, hei", ") + offset") == [
+        "width",
+        "compute_area",
+        "total",
+        "offset",
+    ]
 
 
 def test_edit_log_moves_regions_with_inserted_lines_and_keeps_three():
@@ -259,7 +265,9 @@ def test_prefix_strategy_gets_a_comment_block_before_the_prefix():
 
 def test_suffix_strategy_gets_the_comment_block_in_the_prompt():
     ctx = ctx_with()
-    req = build_request(ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct", max_tokens=16, temperature=0)
+    req = build_request(
+        ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct", max_tokens=16, temperature=0
+    )
     assert req.body["prompt"] == COMMENTS + ctx.prefix and req.body["suffix"] == ctx.suffix
 
 
@@ -295,7 +303,10 @@ def test_infill_gets_input_extra():
     ctx = ctx_with()
     req = build_request(ctx, "infill", api="llama-server", model="m", max_tokens=16, temperature=0)
     assert req.body["input_extra"] == [
-        {"filename": "geometry.py", "text": "def compute_area(w, h):\n    return w * h\n...\nclass Shape:\n    sides = 4\n"},
+        {
+            "filename": "geometry.py",
+            "text": "def compute_area(w, h):\n    return w * h\n...\nclass Shape:\n    sides = 4\n",
+        },
         {"filename": "util.ts", "text": "export const MAX_USERS = 100;\n"},
     ]
     assert req.body["input_prefix"] == ctx.prefix
@@ -307,16 +318,26 @@ def test_ollama_prompt_gets_the_comment_block():
     assert req.body["prompt"] == COMMENTS + ctx.prefix
 
 
-@pytest.mark.parametrize("language,first", [("go", "// Path: geometry.py"), ("sql", "-- Path: geometry.py"),
-                                            ("html", "<!-- Path: geometry.py -->"), ("css", "/* Path: geometry.py */")])
+@pytest.mark.parametrize(
+    "language,first",
+    [
+        ("go", "// Path: geometry.py"),
+        ("sql", "-- Path: geometry.py"),
+        ("html", "<!-- Path: geometry.py -->"),
+        ("css", "/* Path: geometry.py */"),
+    ],
+)
 def test_comment_syntax_follows_the_language(language, first):
     assert snippets.comment_block(SNIPS, language, "x").split("\n")[0] == first
 
 
 def test_no_snippets_change_nothing():
     ctx = ctx_with(snippets=())
-    for strategy, api, model in (("prefix", "llama-cpp-python", "smollm2"), ("template", "openai", "qwen2.5-coder"),
-                                      ("suffix", "siliconflow", "Qwen/Qwen2.5-Coder-7B-Instruct")):
+    for strategy, api, model in (
+        ("prefix", "llama-cpp-python", "smollm2"),
+        ("template", "openai", "qwen2.5-coder"),
+        ("suffix", "siliconflow", "Qwen/Qwen2.5-Coder-7B-Instruct"),
+    ):
         req = build_request(ctx, strategy, api=api, model=model, max_tokens=16, temperature=0)
         assert req.body["prompt"].startswith(ctx.prefix) or req.body["prompt"].startswith("<|fim_prefix|>" + ctx.prefix)
 
@@ -324,7 +345,10 @@ def test_no_snippets_change_nothing():
 def test_snippets_are_part_of_the_cache_key():
     plain = ctx_with(snippets=())
     with_snips = ctx_with()
-    key = lambda c: CacheKey("b", "m", c.language, c.prefix, c.suffix, extra=crossfile.digest(c.snippets, c.repo, c.path))
+
+    def key(c):
+        return CacheKey("b", "m", c.language, c.prefix, c.suffix, extra=crossfile.digest(c.snippets, c.repo, c.path))
+
     assert key(plain).digest() == CacheKey("b", "m", plain.language, plain.prefix, plain.suffix).digest()
     assert key(with_snips).digest() != key(plain).digest()
     other = dataclasses.replace(with_snips, snippets=SNIPS[:2])

@@ -10,15 +10,19 @@ from sidecar.tools.demo.runner import judge
 
 pytestmark = pytest.mark.timeout(240)
 
-CRASH = ("sidecar: the local engine crashed with SIGSEGV (signal 11) during warm-up; its log is /x/engine.log. "
-         "Fix: rebuild")
-GAVE_UP = ("sidecar: gave up on the local engine: it crashed during start-up 3 times in a row (the local engine "
-           "crashed with SIGSEGV (signal 11) during warm-up; its log is /x/engine.log. Fix: rebuild)")
+CRASH = (
+    "sidecar: the local engine crashed with SIGSEGV (signal 11) during warm-up; its log is /x/engine.log. Fix: rebuild"
+)
+GAVE_UP = (
+    "sidecar: gave up on the local engine: it crashed during start-up 3 times in a row (the local engine "
+    "crashed with SIGSEGV (signal 11) during warm-up; its log is /x/engine.log. Fix: rebuild)"
+)
 
 
 def _judge(**kw):
-    args = dict(server_ok=True, shown=2, pauses=2, requests_sent=2, cold_shown=True, unanswered=0,
-                notices=[], errors=[])
+    args = dict(
+        server_ok=True, shown=2, pauses=2, requests_sent=2, cold_shown=True, unanswered=0, notices=[], errors=[]
+    )
     return judge(**{**args, **kw})
 
 
@@ -28,8 +32,13 @@ def test_verdict_rules():
     assert not empty["ok"] and empty["failure"] == "no suggestion was shown (0 of 2 pauses): every answer was empty"
     crashed = _judge(shown=0, notices=[{"kind": "log", "text": CRASH}, {"kind": "error", "text": GAVE_UP}])
     assert crashed["failure"].startswith("no suggestion was shown (0 of 2 pauses): gave up on the local engine")
-    assert crashed["engine"] == {"died": True, "crashed": True, "signal": "SIGSEGV", "gave_up": True,
-                                 "message": GAVE_UP.removeprefix("sidecar: ")}
+    assert crashed["engine"] == {
+        "died": True,
+        "crashed": True,
+        "signal": "SIGSEGV",
+        "gave_up": True,
+        "message": GAVE_UP.removeprefix("sidecar: "),
+    }
     assert len(crashed["reasons"]) == 1  # the cause is said once
     # Suggestions were shown, but the engine died on the way: still a failure.
     later = _judge(notices=[{"kind": "log", "text": CRASH}])
@@ -45,6 +54,7 @@ def test_verdict_rules():
 
 
 # -- --tiny: the shipped SmolLM2 instead of the installed code model -------------------------
+
 
 def _demo_args(*argv: str):
     import argparse
@@ -63,7 +73,8 @@ def test_tiny_pins_smollm2_unless_the_user_names_a_model():
     assert demo_env([("A", "1")]) == {"A": "1"}  # no --tiny: the server's default (auto: the code model)
     # The user's own --env SIDECAR_LOCAL_MODEL wins over --tiny.
     assert demo_env([("SIDECAR_LOCAL_MODEL", "qwen2.5-coder-0.5b")], tiny=True) == {
-        "SIDECAR_LOCAL_MODEL": "qwen2.5-coder-0.5b"}
+        "SIDECAR_LOCAL_MODEL": "qwen2.5-coder-0.5b"
+    }
     ns = _demo_args("--tiny", "--env", "X=y")
     assert ns.tiny and demo_env(ns.env, ns.tiny) == {"X": "y", "SIDECAR_LOCAL_MODEL": "smollm2-135m"}
     assert not _demo_args().tiny
@@ -108,13 +119,32 @@ async def test_run_demo_reads_tiny_from_a_namespace(monkeypatch):
 
 # -- the summary names the model ------------------------------------------------------------
 
+
 def _bare_summary(**over):
     stats = {"count": 1, "p50": 100.0, "p90": 100.0, "max": 100.0, "mean": 100.0}
-    s = {"ok": True, "verdict": "PASS", "failure": None, "failure_reasons": [], "engine": {},
-         "suggestions_shown": 1, "pauses": 1, "planned_pauses": 1, "answered": 1, "non_empty": 1,
-         "all_answered": True, "time_to_suggestion_ms": stats, "first_update_ms": {"count": 0},
-         "cold_start_ms": 900.0, "cold_start_suggestion_ms": 900.0, "server_latency_ms": {},
-         "server_notices": [], "errors": [], "model": None, "model_backend": None, "last_status": None}
+    s = {
+        "ok": True,
+        "verdict": "PASS",
+        "failure": None,
+        "failure_reasons": [],
+        "engine": {},
+        "suggestions_shown": 1,
+        "pauses": 1,
+        "planned_pauses": 1,
+        "answered": 1,
+        "non_empty": 1,
+        "all_answered": True,
+        "time_to_suggestion_ms": stats,
+        "first_update_ms": {"count": 0},
+        "cold_start_ms": 900.0,
+        "cold_start_suggestion_ms": 900.0,
+        "server_latency_ms": {},
+        "server_notices": [],
+        "errors": [],
+        "model": None,
+        "model_backend": None,
+        "last_status": None,
+    }
     return {**s, **over}
 
 
@@ -129,10 +159,17 @@ def _printed(summary) -> str:
 
 
 def test_summary_names_the_model():
-    status = {"mode": "local", "side": "local", "backend": "local engine (llama-cpp-python)",
-              "provider": "local", "model": "qwen2.5-coder-0.5b-instruct", "health": "ready"}
-    text = _printed(_bare_summary(model="qwen2.5-coder-0.5b-instruct", model_backend="local engine",
-                                  last_status=status))
+    status = {
+        "mode": "local",
+        "side": "local",
+        "backend": "local engine (llama-cpp-python)",
+        "provider": "local",
+        "model": "qwen2.5-coder-0.5b-instruct",
+        "health": "ready",
+    }
+    text = _printed(
+        _bare_summary(model="qwen2.5-coder-0.5b-instruct", model_backend="local engine", last_status=status)
+    )
     assert "  model                qwen2.5-coder-0.5b-instruct (local engine)\n" in text
     assert "  model                unknown (the server sent no status)\n" in _printed(_bare_summary())
     assert "late suggestions" not in text and "(empty; the suggestion followed" not in text
@@ -143,8 +180,10 @@ def test_backend_label():
 
     assert backend_label({"side": "local", "backend": "local engine (llama-cpp-python)"}) == "local engine"
     assert backend_label({"side": "cloud", "backend": "SiliconFlow"}) == "cloud: SiliconFlow"
-    assert backend_label({"side": "local", "backend": "Ollama at http://127.0.0.1:11434"}) == \
-        "Ollama at http://127.0.0.1:11434"
+    assert (
+        backend_label({"side": "local", "backend": "Ollama at http://127.0.0.1:11434"})
+        == "Ollama at http://127.0.0.1:11434"
+    )
     assert backend_label({}) is None
 
 
@@ -165,16 +204,29 @@ def _bare_demo(tmp_path):
 async def test_the_last_status_gives_the_summary_its_model(tmp_path):
     demo, _ = _bare_demo(tmp_path)
     assert demo._summary(True)["model"] is None
-    demo._on_status({"side": "local", "backend": "local engine (llama-cpp-python)",
-                     "model": "SmolLM2-135M-Instruct", "health": "starting"})
-    demo._on_status({"side": "local", "backend": "local engine (llama-cpp-python)",
-                     "model": "qwen2.5-coder-0.5b-instruct", "health": "ready"})
+    demo._on_status(
+        {
+            "side": "local",
+            "backend": "local engine (llama-cpp-python)",
+            "model": "SmolLM2-135M-Instruct",
+            "health": "starting",
+        }
+    )
+    demo._on_status(
+        {
+            "side": "local",
+            "backend": "local engine (llama-cpp-python)",
+            "model": "qwen2.5-coder-0.5b-instruct",
+            "health": "ready",
+        }
+    )
     s = demo._summary(True)
     assert s["model"] == "qwen2.5-coder-0.5b-instruct" and s["model_backend"] == "local engine"
     assert s["last_status"]["health"] == "ready"
 
 
 # -- an empty answer at the server's deadline, then the suggestion as updates ----------------
+
 
 class _FakeSession:
     def __init__(self, active: int) -> None:
@@ -187,8 +239,15 @@ class _FakeSession:
 
 
 def _update(text: str, seq: int, done: bool) -> dict:
-    return {"uri": "file:///m.py", "version": 3, "position": {"line": 1, "character": 4},
-            "requestId": 1, "seq": seq, "items": [{"insertText": text}] if text else [], "done": done}
+    return {
+        "uri": "file:///m.py",
+        "version": 3,
+        "position": {"line": 1, "character": 4},
+        "requestId": 1,
+        "seq": seq,
+        "items": [{"insertText": text}] if text else [],
+        "done": done,
+    }
 
 
 async def test_a_late_suggestion_is_waited_for_and_shown(tmp_path):
@@ -234,8 +293,20 @@ def test_a_late_pause_is_shown_with_its_time():
     from sidecar.tools.demo.report import Reporter
 
     out = io.StringIO()
-    Reporter(out, fancy=False).suggestion(1, 3, 2, 5, "end of line", "    ", "", "return x + 1", 8003.0,
-                                          updates=3, first_update_ms=11000.0, late_ms=11000.0)
+    Reporter(out, fancy=False).suggestion(
+        1,
+        3,
+        2,
+        5,
+        "end of line",
+        "    ",
+        "",
+        "return x + 1",
+        8003.0,
+        updates=3,
+        first_update_ms=11000.0,
+        late_ms=11000.0,
+    )
     text = out.getvalue()
     assert "11000 ms (the answer at 8003 ms was empty; the suggestion followed in 3 updates)" in text
     assert "    [return x + 1]" in text

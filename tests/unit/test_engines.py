@@ -9,7 +9,6 @@ import pytest
 from sidecar.completion.prompts import generate_request, infill_request
 from support.engines import MID_LINE, MODEL, ctx_at
 
-
 # -- request shapes ----------------------------------------------------------------
 
 
@@ -48,9 +47,11 @@ def test_llama_cpp_requests_carry_no_repetition_penalty():
     from sidecar.completion.prompts import build_request
 
     ctx = ctx_at(MID_LINE)
-    local = build_request(ctx, "template", api="llama-cpp-python", model="qwen2.5-coder-0.5b-instruct",
-                          max_tokens=16, temperature=0)
+    local = build_request(
+        ctx, "template", api="llama-cpp-python", model="qwen2.5-coder-0.5b-instruct", max_tokens=16, temperature=0
+    )
     assert local.body["repeat_penalty"] == 1.0
-    cloud = build_request(ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct",
-                          max_tokens=16, temperature=0)
+    cloud = build_request(
+        ctx, "suffix", api="siliconflow", model="Qwen/Qwen2.5-Coder-7B-Instruct", max_tokens=16, temperature=0
+    )
     assert "repeat_penalty" not in cloud.body

@@ -11,10 +11,17 @@ from sidecar.completion import gate
 from sidecar.metrics import Metrics
 
 
-@pytest.mark.parametrize("before, after, kind", [
-    ("    ", "", "blank_line"), ("", "", "blank_line"), ("x = fo", "", "mid_word"),
-    ("x = foo(", ")", "mid_line"), ("x = foo()", "", "end_of_line"), ("    total_", "", "mid_word"),
-])
+@pytest.mark.parametrize(
+    "before, after, kind",
+    [
+        ("    ", "", "blank_line"),
+        ("", "", "blank_line"),
+        ("x = fo", "", "mid_word"),
+        ("x = foo(", ")", "mid_line"),
+        ("x = foo()", "", "end_of_line"),
+        ("    total_", "", "mid_word"),
+    ],
+)
 def test_hole_kind(before, after, kind):
     assert gate.hole_kind(before, after) == kind
 
@@ -27,8 +34,14 @@ def test_first_line_logprobs_stop_at_the_first_line_break_after_text():
 
 
 def test_features_of_a_multi_line_suggestion():
-    f = gate.features("\nfoo(1)\nbar()\nbaz()", "end_of_line", "cache_sqlite", "Python",
-                      [("\n", -0.5), ("foo(1)", -1.5), ("\n", -9.0)], open_stream=True)
+    f = gate.features(
+        "\nfoo(1)\nbar()\nbaz()",
+        "end_of_line",
+        "cache_sqlite",
+        "Python",
+        [("\n", -0.5), ("foo(1)", -1.5), ("\n", -9.0)],
+        open_stream=True,
+    )
     assert (f.first_line_chars, f.more_lines, f.origin, f.language, f.open) == (6, 2, "stored", "python", True)
     assert f.mean_logprob == pytest.approx(-1.0) and f.min_logprob == -1.5
     assert len(f.vector()) == len(gate.FEATURE_NAMES) == len(gate.DEFAULT_WEIGHTS)
@@ -121,10 +134,28 @@ def test_gate_fit_reads_the_sidecars_decisions_and_leaves_languages_unfitted():
     from devtools.bench import gate_fit
 
     def record(file, kind, lp, right):
-        d = {"where": "x", "kind": kind, "origin": "stream", "language": "python", "first_line_chars": 12,
-             "more_lines": 0, "open": False, "mean_logprob": lp, "min_logprob": lp * 2, "p_accept": 0.5, "shown": True}
-        return {"hole": f"q:{file}:1:1", "kind": kind, "first": "x = f(y)", "final": "x = f(y)", "shown": "x = f(y)",
-                "gate": d, "score": {"accepted_chars": 8 if right else 0, "exact": right}}
+        d = {
+            "where": "x",
+            "kind": kind,
+            "origin": "stream",
+            "language": "python",
+            "first_line_chars": 12,
+            "more_lines": 0,
+            "open": False,
+            "mean_logprob": lp,
+            "min_logprob": lp * 2,
+            "p_accept": 0.5,
+            "shown": True,
+        }
+        return {
+            "hole": f"q:{file}:1:1",
+            "kind": kind,
+            "first": "x = f(y)",
+            "final": "x = f(y)",
+            "shown": "x = f(y)",
+            "gate": d,
+            "score": {"accepted_chars": 8 if right else 0, "exact": right},
+        }
 
     recs = [record(f, "blank_line", lp, lp > -1) for f in ("a.py", "b.py") for lp in (-0.05, -0.2, -1.5, -2.5) * 5]
     exs = gate_fit.examples({"columns": {"sidecar": {"records": recs}}}, "sidecar")

@@ -181,8 +181,7 @@ def test_build_request_uses_the_healed_prefix(api, strategy, model, field):
 def test_no_heal_plan_leaves_the_request_alone():
     ctx = ctx_of("x = fo")
     a = build_request(ctx, "prefix", api="llama-cpp-python", model="m", max_tokens=8, temperature=0.0)
-    b = build_request(ctx, "prefix", api="llama-cpp-python", model="m", max_tokens=8, temperature=0.0,
-                      heal=NO_HEALING)
+    b = build_request(ctx, "prefix", api="llama-cpp-python", model="m", max_tokens=8, temperature=0.0, heal=NO_HEALING)
     assert a == b
 
 

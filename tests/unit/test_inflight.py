@@ -9,8 +9,7 @@ from sidecar.completion.inflight import InflightStream
 
 
 def _stream() -> InflightStream:
-    ctx = CompletionContext(prefix="x = ", suffix="", line_prefix="x = ", line_suffix="",
-                            language="python", eol="\n")
+    ctx = CompletionContext(prefix="x = ", suffix="", line_prefix="x = ", line_suffix="", language="python", eol="\n")
     return InflightStream("file:///a.py", ctx, "x = ", "")
 
 
@@ -54,8 +53,9 @@ PRE = "def scale(a, b):\n    x = "
 
 
 def _ctx(prefix: str, line_prefix: str) -> CompletionContext:
-    return CompletionContext(prefix=prefix, suffix="\n", line_prefix=line_prefix, line_suffix="",
-                             language="python", eol="\n")
+    return CompletionContext(
+        prefix=prefix, suffix="\n", line_prefix=line_prefix, line_suffix="", language="python", eol="\n"
+    )
 
 
 def _fed(deltas, lookahead=1, prefix=PRE, line_prefix="    x = ") -> tuple[InflightStream, list[tuple[bool, bool]]]:
@@ -159,8 +159,9 @@ async def test_a_lookahead_the_model_ended_itself_is_kept():
 async def test_a_multi_line_answer_cut_by_the_token_limit_ends_at_its_last_complete_line():
     # max_tokens stopped the model inside the answer's third line: that line is not one
     # the model finished, so the suggestion is the two lines before it.
-    blank = CompletionContext(prefix="def f(xs):\n    ", suffix="\n", line_prefix="    ", line_suffix="",
-                              language="python", eol="\n")
+    blank = CompletionContext(
+        prefix="def f(xs):\n    ", suffix="\n", line_prefix="    ", line_suffix="", language="python", eol="\n"
+    )
 
     async def pump(filt, on_delta):
         filt.feed("total = 0\n    for x in xs:\n        total += x *")

@@ -102,7 +102,7 @@ def test_emacs_copies_into_emacs_d_lisp(home, capsys):
     assert rc == 0
     target = home / ".emacs.d" / "lisp" / "sidecar.el"
     assert target.read_bytes() == (EDITORS / "emacs" / "sidecar.el").read_bytes()
-    assert f"(add-to-list 'load-path \"{target.parent}\")" in out
+    assert f'(add-to-list \'load-path "{target.parent}")' in out
     assert "(require 'sidecar)" in out
     assert "(setq sidecar-server-command '(" in out  # `sidecar` is not on PATH here
     assert "copied" in err

@@ -50,9 +50,17 @@ def test_auto_on_a_cpu_takes_the_small_code_model(models_dir):
 def _measured(name: str, first_line_ms: float) -> None:
     """Cache figures for an installed model as a measurement on this machine would."""
     threads, layers = select.speed_settings(hardware.usable_gpu_mb() is not None)
-    speed.store(store.model_path(catalog.get(name)),
-                speed.Speed(prefill_tps=100.0, decode_tps=30.0, first_line_ms=first_line_ms, load_s=1.0,
-                            n_gpu_layers=layers, threads=threads))
+    speed.store(
+        store.model_path(catalog.get(name)),
+        speed.Speed(
+            prefill_tps=100.0,
+            decode_tps=30.0,
+            first_line_ms=first_line_ms,
+            load_s=1.0,
+            n_gpu_layers=layers,
+            threads=threads,
+        ),
+    )
 
 
 def test_auto_picks_by_measured_speed(models_dir):

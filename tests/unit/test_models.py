@@ -45,10 +45,15 @@ def files_under(d: Path) -> set[str]:
 
 
 def wheel_gets(server: IndexServer, n: int) -> list[str | None]:
-    return [rng for path, rng in server.requests if path.startswith("/files/") and path.endswith(f"{n}-1.0.0-py3-none-any.whl")]
+    return [
+        rng
+        for path, rng in server.requests
+        if path.startswith("/files/") and path.endswith(f"{n}-1.0.0-py3-none-any.whl")
+    ]
 
 
 # --- catalog -------------------------------------------------------------------------------------
+
 
 def test_catalog_entries_are_consistent():
     qwen = [e for e in catalog.CATALOG if e.name.startswith("qwen")]
@@ -73,14 +78,19 @@ def test_extra_catalog_is_validated(tmp_path, monkeypatch, server):
     monkeypatch.setenv("SIDECAR_MODEL_CATALOG_EXTRA", str(path))
     path.write_text(json.dumps([good]))
     assert catalog.get("synthetic").size == good["size"]
-    for bad, why in ((dict(good, file_name="../evil.gguf"), "file_name"), (dict(good, name="qwen2.5-coder-0.5b"), "taken"),
-                     (dict(good, sha256="xyz"), "sha256"), (dict(good, size=-1), "size")):
+    for bad, why in (
+        (dict(good, file_name="../evil.gguf"), "file_name"),
+        (dict(good, name="qwen2.5-coder-0.5b"), "taken"),
+        (dict(good, sha256="xyz"), "sha256"),
+        (dict(good, size=-1), "size"),
+    ):
         path.write_text(json.dumps([bad]))
         with pytest.raises(catalog.CatalogError, match=why):
             catalog.get("synthetic")
 
 
 # --- GGUF header ---------------------------------------------------------------------------------
+
 
 def test_read_header_finds_architecture_tokens_and_fim(tmp_path):
     f = tmp_path / "m.gguf"
@@ -111,11 +121,19 @@ def test_truncated_or_garbage_headers_fail_fast(tmp_path):
             gguf.read_header(f)
     huge_string = b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40)
     huge_kv = b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 50)
-    huge_array = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 1 << 60)
+    huge_array = (
+        b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 1 << 60)
+    )
     bad_type = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77)
-    garbage = ((b"PK\3\4" + os.urandom(4000), "does not start"), (huge_string, "string of"),
-               (huge_kv, "metadata keys"), (huge_array, "array of|token list"), (bad_type, "value type 77"),
-               (b"GGUF" + struct.pack("<I", 1), "version 1"), (b"GGUF\0\0\0\3" + b"\0" * 16, "big-endian"))
+    garbage = (
+        (b"PK\3\4" + os.urandom(4000), "does not start"),
+        (huge_string, "string of"),
+        (huge_kv, "metadata keys"),
+        (huge_array, "array of|token list"),
+        (bad_type, "value type 77"),
+        (b"GGUF" + struct.pack("<I", 1), "version 1"),
+        (b"GGUF\0\0\0\3" + b"\0" * 16, "big-endian"),
+    )
     for i, (data, why) in enumerate(garbage):
         f = tmp_path / f"bad{i}.gguf"
         f.write_bytes(data + b"\0" * 64)
@@ -126,6 +144,7 @@ def test_truncated_or_garbage_headers_fail_fast(tmp_path):
 
 
 # --- pull ----------------------------------------------------------------------------------------
+
 
 def test_clean_pull_installs_one_verified_copy(models, server):
     entry = entry_from_dict(publish_model(server))
@@ -192,8 +211,16 @@ def test_wrong_catalog_hash_installs_nothing(models, server):
     assert not (models / ".partial").exists()
 
 
-@pytest.mark.parametrize("member", ["../x", "synth_model_part2/data/evil.sh", "/etc/passwd",
-                                    "synth_model_part2/data/part09.bin.sh", "other_pkg/data/part09.bin"])
+@pytest.mark.parametrize(
+    "member",
+    [
+        "../x",
+        "synth_model_part2/data/evil.sh",
+        "/etc/passwd",
+        "synth_model_part2/data/part09.bin.sh",
+        "other_pkg/data/part09.bin",
+    ],
+)
 def test_member_of_another_shape_is_refused(models, server, member):
     entry = entry_from_dict(publish_model(server, extra={2: {member: b"#!/bin/sh\necho pwned\n"}}))
     with pytest.raises(PullError, match="unexpected member.*nothing was installed"):
@@ -243,6 +270,7 @@ def test_too_little_disk_space(models, server, monkeypatch):
 
 # --- sidecar model ------------------------------------------------------------------------------
 
+
 def test_cli_list_json(models, capsys):
     assert cli.main(["model", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -285,8 +313,9 @@ def test_cli_use_writes_the_config_file(models, tmp_path, monkeypatch, capsys):
     assert conf.read_text() == 'local_model = "qwen2.5-coder-0.5b"\n' and conf.stat().st_mode & 0o777 == 0o600
     conf.write_text('# mine\nprovider = "local"\nlocal_model = "x"\n\n[headers]\nlocal_model = "keep"\n')
     assert cli.main(["model", "use", "qwen2.5-coder-1.5b", "--force"]) == 0
-    assert conf.read_text() == ('# mine\nprovider = "local"\nlocal_model = "qwen2.5-coder-1.5b"\n\n'
-                                '[headers]\nlocal_model = "keep"\n')
+    assert conf.read_text() == (
+        '# mine\nprovider = "local"\nlocal_model = "qwen2.5-coder-1.5b"\n\n[headers]\nlocal_model = "keep"\n'
+    )
     conf.write_text('provider = "local"\n[headers]\nx = "y"')
     assert cli.main(["model", "use", "qwen2.5-coder-1.5b", "--force"]) == 0
     assert conf.read_text() == 'provider = "local"\nlocal_model = "qwen2.5-coder-1.5b"\n[headers]\nx = "y"'
@@ -304,9 +333,11 @@ def test_progress_line_on_a_terminal_and_in_a_log():
         def isatty(self) -> bool:
             return self.tty
 
-    reports = [PullProgress("download", 1, 2, 0, 4_000_000, 0.0, None),
-               PullProgress("download", 1, 2, 1_000_000, 4_000_000, 2e6, 1.5),
-               PullProgress("download", 2, 2, 2_500_000, 4_000_000, 2e6, 0.75)]
+    reports = [
+        PullProgress("download", 1, 2, 0, 4_000_000, 0.0, None),
+        PullProgress("download", 1, 2, 1_000_000, 4_000_000, 2e6, 1.5),
+        PullProgress("download", 2, 2, 2_500_000, 4_000_000, 2e6, 0.75),
+    ]
     tty, log = Stream(True), Stream(False)
     for stream in (tty, log):
         line = ProgressLine(stream)
@@ -315,14 +346,18 @@ def test_progress_line_on_a_terminal_and_in_a_log():
         line.close()
     assert tty.getvalue().count("\r") == 3 and tty.getvalue().endswith("\n")
     assert "download part 2/2  2.5/4.0 MB  2.0 MB/s  eta 1 s" in tty.getvalue()
-    assert log.getvalue().splitlines() == ["download part 1/2  0.0/4.0 MB", "download part 2/2  2.5/4.0 MB  2.0 MB/s  eta 1 s"]
+    assert log.getvalue().splitlines() == [
+        "download part 1/2  0.0/4.0 MB",
+        "download part 2/2  2.5/4.0 MB  2.0 MB/s  eta 1 s",
+    ]
 
 
 def test_a_model_with_a_notice_gets_its_license_beside_it_and_loses_it_with_rm(models, server):
     import dataclasses
 
-    entry = dataclasses.replace(entry_from_dict(publish_model(server)), notice="NOTICE-Qwen2.5-Coder.txt",
-                                license="Apache-2.0")
+    entry = dataclasses.replace(
+        entry_from_dict(publish_model(server)), notice="NOTICE-Qwen2.5-Coder.txt", license="Apache-2.0"
+    )
     path = store.pull(entry)
     text = store.license_path(path).read_text(encoding="utf-8")
     assert "Qwen" in text and "Apache License" in text and "Version 2.0" in text

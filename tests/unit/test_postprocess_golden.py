@@ -86,7 +86,7 @@ def test_stream(path, request):
     f = StreamFilter(ctx)
     shown = []
     for i in range(0, len(raw), 3):
-        stop = f.feed(raw[i:i + 3])
+        stop = f.feed(raw[i : i + 3])
         shown.append(f.text())
         if stop:
             break
@@ -105,7 +105,7 @@ def test_the_repeat_loop_stops_the_stream_at_the_second_copy():
     fed = 0
     for i in range(0, len(case["raw"]), 3):
         fed = i + 3
-        if f.feed(case["raw"][i:i + 3]):
+        if f.feed(case["raw"][i : i + 3]):
             break
     assert f.done and fed <= len("x = x + 1\n    x = x + 1\n") + 3
     assert f.text() == "x = x + 1"

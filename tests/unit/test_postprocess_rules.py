@@ -10,8 +10,7 @@ import random
 import pytest
 
 from sidecar.completion.context import build_context
-from sidecar.completion.postprocess import StreamFilter, clean, strip_suffix_overlap
-from sidecar.completion.postprocess import indentation
+from sidecar.completion.postprocess import StreamFilter, clean, indentation, strip_suffix_overlap
 from sidecar.completion.postprocess.common import core, following_lines
 from sidecar.completion.postprocess.pipeline import find_end
 from sidecar.completion.prompts import stop_sequences
@@ -19,7 +18,7 @@ from sidecar.completion.prompts import stop_sequences
 
 def ctx_at(doc: str, language: str = "python"):
     off = doc.index("|")
-    return build_context(doc[:off] + doc[off + 1:], off, language, 512, 512)
+    return build_context(doc[:off] + doc[off + 1 :], off, language, 512, 512)
 
 
 def run(doc: str, raw: str, language: str = "python") -> str:
@@ -31,7 +30,7 @@ def stream(doc: str, raw: str, step: int = 3):
     f = StreamFilter(ctx_at(doc))
     shown, stopped = [], None
     for i in range(0, len(raw), step):
-        if f.feed(raw[i:i + step]):
+        if f.feed(raw[i : i + step]):
             stopped = i + step
             shown.append(f.text())
             break
@@ -42,14 +41,14 @@ def stream(doc: str, raw: str, step: int = 3):
 # ------------------------------------------------------------------ 1. line policy
 LINE_POLICY = [
     # (document, raw, expected)
-    ("x = compute(|", "a)\nmore()\n", "a)"),                                         # one line
-    ("print(|)\nnext()\n", "\nmore()", ""),                                           # mid-line: first line only
+    ("x = compute(|", "a)\nmore()\n", "a)"),  # one line
+    ("print(|)\nnext()\n", "\nmore()", ""),  # mid-line: first line only
     ("def f(r):\n    result = r * r|\n", "\n    return result\n    print(result)\n", "\n    return result"),
-    ("x = 1|\n", "\n\nprint(x)\n", "\nprint(x)"),                                    # leading blank line skipped
+    ("x = 1|\n", "\n\nprint(x)\n", "\nprint(x)"),  # leading blank line skipped
     ("def main():|\n", "\n\n    a = 1\n    return a\n\nmain()\n", "\n    a = 1\n    return a"),
-    ("import os|\n", "\n\n\ndef main():\n", "\ndef main():"),                        # PEP 8's two blank lines
-    ("import os|\n", "\n\n\n\n\n\ndef main():\n", ""),                               # too many: given up
-    ("def f():\n    |\n", "a = 1\n    b = 2\n\n    c = 3\n", "a = 1\n    b = 2"),     # ends at a blank line
+    ("import os|\n", "\n\n\ndef main():\n", "\ndef main():"),  # PEP 8's two blank lines
+    ("import os|\n", "\n\n\n\n\n\ndef main():\n", ""),  # too many: given up
+    ("def f():\n    |\n", "a = 1\n    b = 2\n\n    c = 3\n", "a = 1\n    b = 2"),  # ends at a blank line
 ]
 
 
@@ -67,8 +66,8 @@ def test_line_policy_stops_the_stream():
 
 
 STOPS = [
-    ("print(|)\n", ["\n"]),        # mid-line
-    ("x = 1|\n", []),              # end of a non-blank line: the filter stops, not "\n\n"
+    ("print(|)\n", ["\n"]),  # mid-line
+    ("x = 1|\n", []),  # end of a non-blank line: the filter stops, not "\n\n"
     ("def f():\n    |\n", ["\n\n"]),  # blank cursor line
 ]
 
@@ -80,12 +79,12 @@ def test_stop_sequences(doc, expected):
 
 # ------------------------------------------------------------------ 2. whitespace at the join
 JOIN = [
-    ("def f(x):\n    return |\n", " x + 1", "x + 1"),      # double space dropped
+    ("def f(x):\n    return |\n", " x + 1", "x + 1"),  # double space dropped
     ("x = |\n", "\t[1]", "[1]"),
-    ("x =|\n", "1", "1"),                                  # no space invented
-    ("x =|\n", " 1", " 1"),                                # the model's own space kept
+    ("x =|\n", "1", "1"),  # no space invented
+    ("x =|\n", " 1", " 1"),  # the model's own space kept
     ("foo.|\n", "bar()", "bar()"),
-    ("def f():\n    |\n", " y = 2", "y = 2"),              # narrower than a unit on a blank line
+    ("def f():\n    |\n", " y = 2", "y = 2"),  # narrower than a unit on a blank line
     ("def f():\n    |\n", "        y = 2", "    y = 2"),  # whole units: indentation's business
 ]
 
@@ -99,11 +98,14 @@ def test_join_whitespace(doc, raw, expected):
 REPETITION = [
     ("x = 0\nwhile x:\n    |\n", "x = x + 1\n" + "    x = x + 1\n" * 13, "x = x + 1"),
     ("def f():\n    |\n", "a = g()\n    b = h(a)\n    a = g()\n    c = 1\n", "a = g()\n    b = h(a)"),
-    ("x = x + |\n", "1\nx = x + 1\n", "1"),                  # the first line counts as the whole line
-    ("def f(a, b):\n    |\n", "if a:\n        return 1\n    if b:\n        return 1\n    return 0",
-     "if a:\n        return 1\n    if b:\n        return 1\n    return 0"),   # structural lines may repeat
+    ("x = x + |\n", "1\nx = x + 1\n", "1"),  # the first line counts as the whole line
+    (
+        "def f(a, b):\n    |\n",
+        "if a:\n        return 1\n    if b:\n        return 1\n    return 0",
+        "if a:\n        return 1\n    if b:\n        return 1\n    return 0",
+    ),  # structural lines may repeat
     ("def f():\n    |\n", "return x\n    return x\n    return x\n", "return x"),  # adjacent copies always count
-    ("x = 1|\n", "\nx = 1\n", "\nx = 1"),                    # the user's own line is not the answer's
+    ("x = 1|\n", "\nx = 1\n", "\nx = 1"),  # the user's own line is not the answer's
 ]
 
 
@@ -123,16 +125,16 @@ def test_repetition_stops_the_stream_at_the_second_copy():
 # ------------------------------------------------------------------ 4 and 6a. lines after the cursor
 SUFFIX = [
     ("def f(x):\n    |\n    return y\n", "y = x + 1\n    return y\n" + "z" * 50, "y = x + 1"),
-    ("def g(a, b):\n    |\n    foo(a, b)\n", "x = 1\n    foo(a, b)):\n", "x = 1"),      # up to punctuation
+    ("def g(a, b):\n    |\n    foo(a, b)\n", "x = 1\n    foo(a, b)):\n", "x = 1"),  # up to punctuation
     ("def g(a, b):\n    |\n    foo(a, b)\n", "x = 1\n    foo(a, b) + 1\n", "x = 1\n    foo(a, b) + 1"),
     ("def g():\n    |\n    a()\n    b = 2\n    c = 3\n", "x = 1\n    c = 3\n", "x = 1"),  # the third line too
     ("def g():\n    |\n    a()\n    b()\n    c()\n    d = 4\n", "x = 1\n    d = 4", "x = 1\n    d = 4"),  # not a 4th
     ("def m(v):\n    |\n    return total / len(v)\n", "total = sum(v)\n    return total\n", "total = sum(v)"),
     ("def m(v):\n    |\n    return totals\n", "t = 1\n    return total\n", "t = 1\n    return total"),  # not a word end
-    ("func f() {\n\tfor {|\n\t}\n}\n", "\n\t\tx++\n\t}\n", "\n\t\tx++"),                # the closer, exactly
+    ("func f() {\n\tfor {|\n\t}\n}\n", "\n\t\tx++\n\t}\n", "\n\t\tx++"),  # the closer, exactly
     ("func f() {\n\tfor {|\n\t}\n}\n", "\n\t\tif x {\n\t\t\ty()\n\t\t}\n", "\n\t\tif x {\n\t\t\ty()\n\t\t}"),
-    ("def f():\n    |\n    return y\n", "return y\n", ""),                  # a whole first line is compared
-    ("def f():\n    x = |\n    return y\n", "return y\n", "return y"),    # the rest of a line is not
+    ("def f():\n    |\n    return y\n", "return y\n", ""),  # a whole first line is compared
+    ("def f():\n    x = |\n    return y\n", "return y\n", "return y"),  # the rest of a line is not
 ]
 
 
@@ -150,8 +152,10 @@ def test_suffix_repeat_never_shows_a_partial_copy():
 
 
 # ------------------------------------------------------------------ 6b. a first line copied from further down
-CTOR = ("class A:\n    def __init__(self, name, size):\n        |\n        self.items = []\n"
-        "        self.count = 0\n        self.size = size\n        self.name = name\n")
+CTOR = (
+    "class A:\n    def __init__(self, name, size):\n        |\n        self.items = []\n"
+    "        self.count = 0\n        self.size = size\n        self.name = name\n"
+)
 SUFFIX_COPY = [
     # the whole first line stands four lines below, in the same block: nothing is shown
     (CTOR, "self.name = name\n", ""),
@@ -161,14 +165,23 @@ SUFFIX_COPY = [
     # not a copy: a line that is not below
     (CTOR, "self.label = name\n", "self.label = name"),
     # a short line is written many times in one block: kept
-    ("def f(xs):\n    for x in xs:\n        |\n        a()\n        b()\n        c()\n        break\n", "break\n",
-     "break"),
+    (
+        "def f(xs):\n    for x in xs:\n        |\n        a()\n        b()\n        c()\n        break\n",
+        "break\n",
+        "break",
+    ),
     # the scan stops where the block closes: a line after it is not compared
-    ("def f():\n    if a:\n        |\n        b()\n    c()\n    d()\n    self.name = name\n", "self.name = name\n",
-     "self.name = name"),
+    (
+        "def f():\n    if a:\n        |\n        b()\n    c()\n    d()\n    self.name = name\n",
+        "self.name = name\n",
+        "self.name = name",
+    ),
     # only the first line with text is judged; a later copy ends the answer there (rule 4)
-    ("def g():\n    |\n    a()\n    b()\n    c()\n    total = compute(x)\n",
-     "y = 1\n    total = compute(x)\n", "y = 1\n    total = compute(x)"),
+    (
+        "def g():\n    |\n    a()\n    b()\n    c()\n    total = compute(x)\n",
+        "y = 1\n    total = compute(x)\n",
+        "y = 1\n    total = compute(x)",
+    ),
     # at the end of a line, the first line with text comes after the break
     ("def f(a):\n    x = a|\n    y = 2\n    z = 3\n    w = 4\n    result = a * 2\n", "\n    result = a * 2\n", ""),
 ]
@@ -181,8 +194,7 @@ def test_suffix_copy(doc, raw, expected):
 
 
 def test_suffix_copy_is_held_back_while_streaming_and_short_starts_are_shown():
-    doc = ("def __init__(self, name):\n    |\n    count = 0\n    items = []\n    total = 1\n"
-           "    self.name = name\n")
+    doc = "def __init__(self, name):\n    |\n    count = 0\n    items = []\n    total = 1\n    self.name = name\n"
     text, stopped, shown = stream(doc, "self.name = name\n", step=1)
     assert text == "" and stopped is not None
     # held from the 6th character of its core on; shorter starts are shown meanwhile
@@ -214,18 +226,27 @@ def test_indentation_detect(text, expected):
 INDENT = [
     ("def total(xs):\n\tr = 0\n\t|\n", "    for x in xs:\n        r += x\n\n", "for x in xs:\n\t\tr += x"),
     ("def total(xs):\n\tr = 0\n\tfor x in xs:|\n", "\n        r += x\n\n", "\n\t\tr += x"),
-    ("function f(a) {\n  if (a) {\n    g();\n  }\n  for (;;) {|\n", "\n      h();\n      k();\n\n",
-     "\n    h();\n    k();"),                                                        # 4-space unit in a 2-space file
-    ("class A:\n    def f(self):|\n", "\n\t\treturn 1\n\n", "\n        return 1"),    # tabs in a space file
+    (
+        "function f(a) {\n  if (a) {\n    g();\n  }\n  for (;;) {|\n",
+        "\n      h();\n      k();\n\n",
+        "\n    h();\n    k();",
+    ),  # 4-space unit in a 2-space file
+    ("class A:\n    def f(self):|\n", "\n\t\treturn 1\n\n", "\n        return 1"),  # tabs in a space file
     ("def f():\n    x = [\n        1,\n    ]\n    |\n", "\n    y = 2\n\n", "y = 2"),  # break on a blank line
-    ("def f():\n    if x:\n        |\n", "\n    return 1\n", ""),                     # dedented: ends the block
-    ("def f():\n    x = foo(a,\n            b)\n    |\n", "y = 1\n\n", "y = 1"),      # nothing to change
-    ("def f():\n    return g(|\n", "a,\n          b)\n", "a,"),                         # one line: untouched
+    ("def f():\n    if x:\n        |\n", "\n    return 1\n", ""),  # dedented: ends the block
+    ("def f():\n    x = foo(a,\n            b)\n    |\n", "y = 1\n\n", "y = 1"),  # nothing to change
+    ("def f():\n    return g(|\n", "a,\n          b)\n", "a,"),  # one line: untouched
     # Tabs then spaces from the model in a tab file (found by a fresh tester): re-indented.
-    ("def f(items):\n\ttotal = 0\n\t|\n\treturn total\n", "for i in items:\n\t    total += i\n\n",
-     "for i in items:\n\t\ttotal += i"),
-    ("def f(items):\n\ttotal = 0\n\t|\n\treturn total\n", "if i:\n\t\tfor j in i:\n\t\t    total += j\n\n",
-     "if i:\n\t\tfor j in i:\n\t\t\ttotal += j"),
+    (
+        "def f(items):\n\ttotal = 0\n\t|\n\treturn total\n",
+        "for i in items:\n\t    total += i\n\n",
+        "for i in items:\n\t\ttotal += i",
+    ),
+    (
+        "def f(items):\n\ttotal = 0\n\t|\n\treturn total\n",
+        "if i:\n\t\tfor j in i:\n\t\t    total += j\n\n",
+        "if i:\n\t\tfor j in i:\n\t\t\ttotal += j",
+    ),
 ]
 
 
@@ -259,7 +280,7 @@ def test_trailing_whitespace(doc, raw, expected):
 # ------------------------------------------------------------------ 6c. suffix overlap
 OVERLAP = [
     ("foo)", "foo)", ""),
-    ("x = 1", "1)", "x = 1"),            # a one-character word overlap is chance
+    ("x = 1", "1)", "x = 1"),  # a one-character word overlap is chance
     ('name"]', '"]', "name"),
     ("compute_total(items)", "total(items)", "compute_"),
     ("a, b)", ")", "a, b"),
@@ -319,14 +340,19 @@ def test_a_shown_partial_line_is_never_removed_later():
         for k in range(len(raw)):
             shown = clean(raw[:k], ctx)
             s, f = shown.split("\n"), final.split("\n")
-            assert len(s) <= len(f) and s[:-1] == f[: len(s) - 1] and f[len(s) - 1].startswith(s[-1]), \
-                (doc, raw, k, shown, final)
+            assert len(s) <= len(f) and s[:-1] == f[: len(s) - 1] and f[len(s) - 1].startswith(s[-1]), (
+                doc,
+                raw,
+                k,
+                shown,
+                final,
+            )
 
 
 def test_find_end_judges_only_complete_lines():
     ctx = ctx_at("def f(x):\n    |\n    return y\n")
     assert find_end(["a = 1", "    retur"], ctx, multiline=True, open_last=False) is None
-    assert find_end(["a = 1", "    retur"], ctx, multiline=True, open_last=True) == 1    # held back
+    assert find_end(["a = 1", "    retur"], ctx, multiline=True, open_last=True) == 1  # held back
     assert find_end(["a = 1", "    return y"], ctx, multiline=True, open_last=False) == 1
 
 
@@ -344,8 +370,20 @@ def feed_tokens(doc: str, tokens: list[tuple[str, float]], cut: float | None, le
     return f.text()
 
 
-BLOCK = [("x = 1", -0.1), ("\n", -0.1), ("    ", -0.01), ("y = 2", -0.2), ("\n", -0.1), ("    ", -0.01),
-         ("zz", -5.0), (" = 3", -0.3), ("\n", -0.1), ("    ", -0.01), ("w = 4", -0.1), ("\n", -0.1)]
+BLOCK = [
+    ("x = 1", -0.1),
+    ("\n", -0.1),
+    ("    ", -0.01),
+    ("y = 2", -0.2),
+    ("\n", -0.1),
+    ("    ", -0.01),
+    ("zz", -5.0),
+    (" = 3", -0.3),
+    ("\n", -0.1),
+    ("    ", -0.01),
+    ("w = 4", -0.1),
+    ("\n", -0.1),
+]
 
 
 def test_confidence_cut_ends_a_block_before_its_first_unsure_line():

@@ -13,14 +13,25 @@ def ctx_at_end_of(line: str, after: str = "\nnext()\n"):
     return build_context(text, len("import os\n" + line), "python", 1024, 256)
 
 
-@pytest.mark.parametrize("line", ["    time.sleep(wait)", "x = [1, 2]", "};", "int main(void) {", "def f(x):",
-                                  "#include <string.h>", "    let v: Vec<u8>"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "    time.sleep(wait)",
+        "x = [1, 2]",
+        "};",
+        "int main(void) {",
+        "def f(x):",
+        "#include <string.h>",
+        "    let v: Vec<u8>",
+    ],
+)
 def test_a_finished_line_gets_the_line_break(line):
     assert line_break_lift(ctx_at_end_of(line), "template") == "\n"
 
 
-@pytest.mark.parametrize("line", ["    total = su", "x = a +", "foo(a,", "    ", "", "if a ->", "x = y >", "std::",
-                                  "done();  "])
+@pytest.mark.parametrize(
+    "line", ["    total = su", "x = a +", "foo(a,", "    ", "", "if a ->", "x = y >", "std::", "done();  "]
+)
 def test_a_line_that_may_go_on_does_not(line):
     assert line_break_lift(ctx_at_end_of(line), "template") == ""
 

@@ -16,35 +16,59 @@ pytestmark = pytest.mark.timeout(90)
 KEY = "sk-test-providers-0123456789"
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"SIDECAR_API_KEY": KEY}, "siliconflow"),  # no URL: SiliconFlow's own host
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1"}, "siliconflow"),
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn/v1/"}, "siliconflow"),
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://vllm.internal.example/v1"}, "openai"),
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://siliconflow.cn.evil.example/v1"}, "openai"),
-    ({"SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1"}, "openai"),
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1", "SIDECAR_PROVIDER": "siliconflow"}, "siliconflow"),
-    # The key's variable never chooses the shape: a host that is not SiliconFlow's gets the
-    # OpenAI shape unless SIDECAR_PROVIDER names SiliconFlow.
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1"}, "openai"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://vllm.internal.example/v1"}, "openai"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1", "SIDECAR_PROVIDER": "auto"}, "openai"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1", "SIDECAR_PROVIDER": "siliconflow"},
-     "siliconflow"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_API_KEY": KEY + "x", "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1"}, "openai"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn/v1"}, "siliconflow"),
-    # Look-alike hosts are not SiliconFlow's, whichever key.
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn.evil.com/v1"}, "openai"),
-    ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://evilsiliconflow.com/v1"}, "openai"),
-    ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com.attacker.net/v1"}, "openai"),
-    # No base URL: a key from our variables is SiliconFlow's own host.
-    ({"SILICONFLOW_API_KEY": KEY}, "siliconflow"),
-    # OPENAI_* are read after ours; an OpenAI key alone is never sent to SiliconFlow.
-    ({"OPENAI_API_KEY": KEY}, None),
-    ({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "https://gw.example/v1"}, "openai"),
-    ({"OPENAI_BASE_URL": "https://gw.example/v1", "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1",
-      "SIDECAR_API_KEY": KEY}, "siliconflow"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"SIDECAR_API_KEY": KEY}, "siliconflow"),  # no URL: SiliconFlow's own host
+        ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1"}, "siliconflow"),
+        ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn/v1/"}, "siliconflow"),
+        ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://vllm.internal.example/v1"}, "openai"),
+        ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://siliconflow.cn.evil.example/v1"}, "openai"),
+        ({"SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1"}, "openai"),
+        (
+            {"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1", "SIDECAR_PROVIDER": "siliconflow"},
+            "siliconflow",
+        ),
+        # The key's variable never chooses the shape: a host that is not SiliconFlow's gets the
+        # OpenAI shape unless SIDECAR_PROVIDER names SiliconFlow.
+        ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1"}, "openai"),
+        ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://vllm.internal.example/v1"}, "openai"),
+        (
+            {"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1", "SIDECAR_PROVIDER": "auto"},
+            "openai",
+        ),
+        (
+            {
+                "SILICONFLOW_API_KEY": KEY,
+                "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1",
+                "SIDECAR_PROVIDER": "siliconflow",
+            },
+            "siliconflow",
+        ),
+        (
+            {"SILICONFLOW_API_KEY": KEY, "SIDECAR_API_KEY": KEY + "x", "SIDECAR_BASE_URL": "http://127.0.0.1:9/v1"},
+            "openai",
+        ),
+        ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn/v1"}, "siliconflow"),
+        # Look-alike hosts are not SiliconFlow's, whichever key.
+        ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.cn.evil.com/v1"}, "openai"),
+        ({"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://evilsiliconflow.com/v1"}, "openai"),
+        ({"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com.attacker.net/v1"}, "openai"),
+        # No base URL: a key from our variables is SiliconFlow's own host.
+        ({"SILICONFLOW_API_KEY": KEY}, "siliconflow"),
+        # OPENAI_* are read after ours; an OpenAI key alone is never sent to SiliconFlow.
+        ({"OPENAI_API_KEY": KEY}, None),
+        ({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "https://gw.example/v1"}, "openai"),
+        (
+            {
+                "OPENAI_BASE_URL": "https://gw.example/v1",
+                "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1",
+                "SIDECAR_API_KEY": KEY,
+            },
+            "siliconflow",
+        ),
+    ],
+)
 def test_provider_detection(env, expected):
     s = config.build(config.from_env(env))
     assert s.cloud_provider == expected
@@ -71,23 +95,30 @@ def test_provider_note_only_for_a_siliconflow_key_on_another_host():
     assert s.cloud_provider == "openai" and s.provider_note
     assert "10.1.2.3" in s.provider_note and "SIDECAR_PROVIDER=siliconflow" in s.provider_note
     assert KEY not in s.provider_note
-    for env in ({**own, "SIDECAR_PROVIDER": "siliconflow"},
-                {**own, "SIDECAR_PROVIDER": "openai"},
-                {"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1"},
-                {"SILICONFLOW_API_KEY": KEY},
-                {"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1"},
-                {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://10.1.2.3:8000/v1"}):
+    for env in (
+        {**own, "SIDECAR_PROVIDER": "siliconflow"},
+        {**own, "SIDECAR_PROVIDER": "openai"},
+        {"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": "https://api.siliconflow.com/v1"},
+        {"SILICONFLOW_API_KEY": KEY},
+        {"SIDECAR_API_KEY": KEY, "SIDECAR_BASE_URL": "http://10.1.2.3:8000/v1"},
+        {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://10.1.2.3:8000/v1"},
+    ):
         assert config.build(config.from_env(env)).provider_note is None, env
 
 
 def test_openai_variables_come_after_ours():
-    s = config.build(config.from_env({"OPENAI_API_KEY": "sk-openai-111111", "SIDECAR_API_KEY": KEY,
-                                      "OPENAI_BASE_URL": "https://gw.example/v1"}))
+    s = config.build(
+        config.from_env(
+            {"OPENAI_API_KEY": "sk-openai-111111", "SIDECAR_API_KEY": KEY, "OPENAI_BASE_URL": "https://gw.example/v1"}
+        )
+    )
     assert s.api_key == KEY and s.resolved_base_url == "https://gw.example/v1"
     # A key set by a later layer (initializationOptions) drops the variable's hint: the
     # OpenAI key's "configures nothing alone" no longer applies.
-    s = config.build(config.from_env({"OPENAI_API_KEY": "sk-openai-111111"}),
-                     config.normalize({"apiKey": "sk-other-22222222"}, "initializationOptions"))
+    s = config.build(
+        config.from_env({"OPENAI_API_KEY": "sk-openai-111111"}),
+        config.normalize({"apiKey": "sk-other-22222222"}, "initializationOptions"),
+    )
     assert s.cloud_provider == "siliconflow" and s.api_key_for is None
     with pytest.raises(config.ConfigError):
         config.normalize({"api_key_for": "siliconflow"}, "test")
@@ -98,8 +129,15 @@ def test_an_invalid_base_url_leaves_no_cloud_in_any_layer():
     no cloud, whatever the key and provider; a higher layer's valid URL replaces it, and
     it replaces a lower layer's valid URL. Without ``errors`` it still raises."""
     errors: list[str] = []
-    bad_env = config.from_env({"SIDECAR_BASE_URL": "htps://gw.example/v1", "SIDECAR_API_KEY": KEY,
-                               "SIDECAR_PROVIDER": "siliconflow", "OPENAI_BASE_URL": "https://other.example/v1"}, errors)
+    bad_env = config.from_env(
+        {
+            "SIDECAR_BASE_URL": "htps://gw.example/v1",
+            "SIDECAR_API_KEY": KEY,
+            "SIDECAR_PROVIDER": "siliconflow",
+            "OPENAI_BASE_URL": "https://other.example/v1",
+        },
+        errors,
+    )
     assert len(errors) == 1 and "htps://gw.example/v1" in errors[0] and "base_url" not in bad_env
     s = config.build(bad_env)
     assert (s.cloud_provider, s.resolved_base_url, s.resolved_mode) == (None, None, "local")
@@ -135,8 +173,15 @@ def test_header_settings_are_validated_and_redacted():
 
 
 async def test_loopback_engines_never_trust_proxy_variables():
-    s = config.build({"base_url": "https://gw.example/v1", "local_engine": "llama-server",
-                      "local_url": "http://127.0.0.1:8080", "mode": "auto", "api_key": KEY})
+    s = config.build(
+        {
+            "base_url": "https://gw.example/v1",
+            "local_engine": "llama-server",
+            "local_url": "http://127.0.0.1:8080",
+            "mode": "auto",
+            "api_key": KEY,
+        }
+    )
     cloud, local = build_cloud(s), build_local(s)
     loop = build_cloud(config.build({"base_url": "http://localhost:9/v1"}))
     off = build_cloud(config.build({"base_url": "https://gw.example/v1", "trust_env": False}))
@@ -168,8 +213,11 @@ def test_provider_and_engine_names_are_compared_nowhere_but_their_tables():
     quoted = "|".join(re.escape(n) for n in names)
     compare = re.compile(rf"""(?:[=!]=|\bin)\s*\(?[^\n#]*?["']({quoted})["']|["']({quoted})["']\s*(?:[=!]=|\bin\b)""")
     root = Path(__file__).resolve().parents[2] / "sidecar"
-    found = [f"{p.relative_to(root)}:{i}: {line.strip()}"
-             for p in root.rglob("*.py") if p.name not in ("providers.py", "dialects.py")
-             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if compare.search(line) and not line.lstrip().startswith(("#", "``", '"', "'"))]
+    found = [
+        f"{p.relative_to(root)}:{i}: {line.strip()}"
+        for p in root.rglob("*.py")
+        if p.name not in ("providers.py", "dialects.py")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if compare.search(line) and not line.lstrip().startswith(("#", "``", '"', "'"))
+    ]
     assert not found, found

@@ -20,7 +20,7 @@ def test_retry_after_delay_seconds_and_http_date():
     assert parse_retry_after("12") == 12.0
     assert parse_retry_after(" 0 ") == 0.0
     assert parse_retry_after("1.5") == 1.5
-    now = dt.datetime(2015, 10, 21, 7, 27, 48, tzinfo=dt.timezone.utc).timestamp()
+    now = dt.datetime(2015, 10, 21, 7, 27, 48, tzinfo=dt.UTC).timestamp()
     # RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms.
     for date in ("Wed, 21 Oct 2015 07:28:00 GMT", "Wednesday, 21-Oct-15 07:28:00 GMT", "Wed Oct 21 07:28:00 2015"):
         assert parse_retry_after(date, now_wall=lambda: now) == pytest.approx(12.0), date
@@ -45,8 +45,13 @@ def test_classify_carries_retry_after():
     assert err.kind == RATE_LIMITED and err.retry_after_s == 12.0 and "TPM limit" in err.message
     assert "12 s" in err.message
     assert classify(429, body, backend="b", model="m").retry_after_s is None
-    over = classify(503, b'{"code": 50505, "message": "Model service overloaded.", "data": null}', backend="b", model="m",
-                    headers={"retry-after": "4"})
+    over = classify(
+        503,
+        b'{"code": 50505, "message": "Model service overloaded.", "data": null}',
+        backend="b",
+        model="m",
+        headers={"retry-after": "4"},
+    )
     assert over.kind == OVERLOADED and over.retry_after_s == 4.0
     assert classify(400, b"{}", backend="b", model="m", headers={"retry-after": "4"}).retry_after_s is None
 

@@ -139,7 +139,9 @@ def test_log_handlers_redact_message_args_exception_and_fields(tmp_path):
     root.addHandler(stderr_handler)
     log = logging.getLogger("sidecar.test_redaction")
     try:
-        log.warning("upstream said %s", f"Authorization: Bearer {secret}", extra={"fields": {"hdr": f"Bearer {secret}"}})
+        log.warning(
+            "upstream said %s", f"Authorization: Bearer {secret}", extra={"fields": {"hdr": f"Bearer {secret}"}}
+        )
         try:
             raise RuntimeError(f"body echoes api_key={secret}")
         except RuntimeError:

@@ -11,10 +11,10 @@ import dataclasses
 
 import pytest
 
+from sidecar.completion import scheduler
 from sidecar.completion.context import build_context
 from sidecar.completion.debounce import Cadence, ceiling_ms, context_factor, debounce_ms
 from sidecar.completion.prefetch import TokenBudget
-from sidecar.completion import scheduler
 from sidecar.completion.request import Request
 from sidecar.completion.scheduler import Scheduler
 from sidecar.config import Settings
@@ -93,8 +93,11 @@ def make(settings: Settings | None = None):
     up = FakeUpstream()
     st = settings or Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False)
     updates: list[tuple[int, str, bool]] = []
-    sched = Scheduler(FakeService(st, up), metrics=Metrics(),
-                      on_update=lambda req, text, done, seq: updates.append((req.id, text, done)))
+    sched = Scheduler(
+        FakeService(st, up),
+        metrics=Metrics(),
+        on_update=lambda req, text, done, seq: updates.append((req.id, text, done)),
+    )
     return sched, up, updates
 
 
@@ -225,7 +228,7 @@ async def test_stream_closed_in_the_turn_it_starts_leaves_nothing_running():
     ra = request(DOC, AT)
     ra.invoked = True
     a = asyncio.ensure_future(sched.request(ra))
-    b = asyncio.ensure_future(sched.request(request(DOC[:AT - 1] + DOC[AT:], AT - 1)))
+    b = asyncio.ensure_future(sched.request(request(DOC[: AT - 1] + DOC[AT:], AT - 1)))
     await asyncio.sleep(0.01)
     b.cancel()
     assert await a is None
@@ -248,18 +251,22 @@ async def test_updates_grow_then_end_with_done():
 
 
 # ---------------------------------------------------------------- debounce and budget
-@pytest.mark.parametrize("line_prefix, factor", [("", 0.6), ("    ", 0.6), ("x = ", 0.6), ("f(", 0.6),
-                                                 ("retur", 1.4), ("x)", 1.0)])
+@pytest.mark.parametrize(
+    "line_prefix, factor", [("", 0.6), ("    ", 0.6), ("x = ", 0.6), ("f(", 0.6), ("retur", 1.4), ("x)", 1.0)]
+)
 def test_context_factor(line_prefix, factor):
     assert context_factor(line_prefix, "") == factor
 
 
-@pytest.mark.parametrize("kw, expected", [
-    (dict(invoked=True, cadence_ms=150, ttft_ms=None), 0.0),  # the user asked: no wait
-    (dict(invoked=False, cadence_ms=100, ttft_ms=None), 150.0 * 1.4),  # 1.5 x cadence x word factor
-    (dict(invoked=False, cadence_ms=100, ttft_ms=2000), 400.0),  # TTFT term, clamped at the ceiling
-    (dict(invoked=False, cadence_ms=10, ttft_ms=None), 50.0),  # clamped at the floor
-])
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        (dict(invoked=True, cadence_ms=150, ttft_ms=None), 0.0),  # the user asked: no wait
+        (dict(invoked=False, cadence_ms=100, ttft_ms=None), 150.0 * 1.4),  # 1.5 x cadence x word factor
+        (dict(invoked=False, cadence_ms=100, ttft_ms=2000), 400.0),  # TTFT term, clamped at the ceiling
+        (dict(invoked=False, cadence_ms=10, ttft_ms=None), 50.0),  # clamped at the floor
+    ],
+)
 def test_debounce_ms(kw, expected):
     got = debounce_ms(line_prefix="retur", line_suffix="", floor_ms=50, ceiling_ms=400, **kw)
     assert got == pytest.approx(expected)
@@ -305,6 +312,7 @@ def test_cadence_ignores_pauses():
 
 def test_token_budget_rolls_over_a_minute(monkeypatch):
     import sidecar.completion.prefetch as prefetch
+
     now = [1000.0]
     monkeypatch.setattr(prefetch.time, "monotonic", lambda: now[0])
     b = TokenBudget(100)
@@ -315,6 +323,7 @@ def test_token_budget_rolls_over_a_minute(monkeypatch):
 
 def test_a_settled_reservation_gives_back_what_it_did_not_use(monkeypatch):
     import sidecar.completion.prefetch as prefetch
+
     monkeypatch.setattr(prefetch.time, "monotonic", lambda: 1000.0)
     b = TokenBudget(100)
     r = b.try_reserve(90)

@@ -74,11 +74,16 @@ def make(backend: FakeBackend, **settings):
     errors: list[BackendError] = []
     recorded: list = []
     spares: list[int] = []
-    reports = Reports(metrics, on_error=errors.append, on_log=lambda m: None, on_slow=lambda: None,
-                      warn_ms=lambda: 1e9)
-    deps = StreamDeps(settings=lambda: st, target=lambda: backend, record=lambda t, e: recorded.append(e),
-                      metrics=metrics, reports=reports, contexts=ContextBudget(lambda: st, lambda: backend, metrics),
-                      spare_connection=lambda: spares.append(1))
+    reports = Reports(metrics, on_error=errors.append, on_log=lambda m: None, on_slow=lambda: None, warn_ms=lambda: 1e9)
+    deps = StreamDeps(
+        settings=lambda: st,
+        target=lambda: backend,
+        record=lambda t, e: recorded.append(e),
+        metrics=metrics,
+        reports=reports,
+        contexts=ContextBudget(lambda: st, lambda: backend, metrics),
+        spare_connection=lambda: spares.append(1),
+    )
     return StreamRunner(deps), metrics, errors, recorded, spares
 
 

@@ -20,6 +20,7 @@ from sidecar.observability.strictjson import dumps, finite, strict_bytes
 def strict(text):
     def bad(token):
         raise ValueError(token)
+
     return json.loads(text, parse_constant=bad)
 
 
@@ -58,19 +59,22 @@ def _row(weights, **over):
     return json.dumps(d)
 
 
-@pytest.mark.parametrize("text, why", [
-    (_row([NAN, *G.DEFAULT_WEIGHTS[1:]]), "not a finite number"),
-    (_row([*G.DEFAULT_WEIGHTS[:-1], -INF]), "not a finite number"),
-    (_row(G.DEFAULT_WEIGHTS[:-2]), "weights for"),
-    (_row([*G.DEFAULT_WEIGHTS[:-1], 1e9]), "out of range"),
-    (_row([True, *G.DEFAULT_WEIGHTS[1:]]), "not a number"),
-    (_row(G.DEFAULT_WEIGHTS).replace('"weights": [', '"weights": {"bias": 1}, "w": ['), "weights for"),
-    (_row(G.DEFAULT_WEIGHTS, updates=-1), "updates"),
-    (_row(G.DEFAULT_WEIGHTS, updates=1.5), "updates"),
-    ("[1, 2]", "not a JSON object"),
-    ("\"gate\"", "not a JSON object"),
-    ("{", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (_row([NAN, *G.DEFAULT_WEIGHTS[1:]]), "not a finite number"),
+        (_row([*G.DEFAULT_WEIGHTS[:-1], -INF]), "not a finite number"),
+        (_row(G.DEFAULT_WEIGHTS[:-2]), "weights for"),
+        (_row([*G.DEFAULT_WEIGHTS[:-1], 1e9]), "out of range"),
+        (_row([True, *G.DEFAULT_WEIGHTS[1:]]), "not a number"),
+        (_row(G.DEFAULT_WEIGHTS).replace('"weights": [', '"weights": {"bias": 1}, "w": ['), "weights for"),
+        (_row(G.DEFAULT_WEIGHTS, updates=-1), "updates"),
+        (_row(G.DEFAULT_WEIGHTS, updates=1.5), "updates"),
+        ("[1, 2]", "not a JSON object"),
+        ('"gate"', "not a JSON object"),
+        ("{", "not JSON"),
+    ],
+)
 def test_a_broken_stored_model_is_refused_with_a_reason(text, why):
     m, reason = G.GateModel.parse(text)
     assert m is None and why in reason
@@ -106,16 +110,23 @@ def test_settle_drops_only_the_contradicting_pair_from_the_lowest_layer():
 
 def test_settle_keeps_the_environment_over_the_file():
     errors: list[str] = []
-    out = config.settle([{"debounce_max_ms": 100, "model": "m"}, {"debounce_min_ms": 300}], errors,
-                        names=("the file", "the environment"))
+    out = config.settle(
+        [{"debounce_max_ms": 100, "model": "m"}, {"debounce_min_ms": 300}],
+        errors,
+        names=("the file", "the environment"),
+    )
     assert out == [{"model": "m"}, {"debounce_min_ms": 300}]
     assert "ignored debounce_max_ms from the file" in errors[0]
 
 
 def test_settle_leaves_fixed_layers_alone():
     errors: list[str] = []
-    out = config.settle([{"debounce_max_ms": 100}, {}, {"debounce_min_ms": 300, "max_tokens": 21}], errors,
-                        names=("", "", "initializationOptions"), fixed=2)
+    out = config.settle(
+        [{"debounce_max_ms": 100}, {}, {"debounce_min_ms": 300, "max_tokens": 21}],
+        errors,
+        names=("", "", "initializationOptions"),
+        fixed=2,
+    )
     assert out[-1] == {"max_tokens": 21} and "initializationOptions" in errors[0]
     errors.clear()
     out = config.settle([{"local_engine": "llama-server", "max_tokens": 3}, {"mode": "local"}], errors)

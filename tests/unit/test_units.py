@@ -66,7 +66,7 @@ def feed_all(ctx, text, step=3):
     f = StreamFilter(ctx)
     stopped_at = None
     for i in range(0, len(text), step):
-        if f.feed(text[i:i + step]):
+        if f.feed(text[i : i + step]):
             stopped_at = i
             break
     return f.text(), stopped_at
@@ -120,13 +120,29 @@ def test_templates_exact_strings_and_stop_limit():
 
 # ------------------------------------------------------------------ errors
 def test_siliconflow_error_bodies():
-    e = errors.classify(400, b'{"code":20012,"message":"Model does not exist. Please check it carefully.","data":null}', backend="SiliconFlow", model="m")
+    e = errors.classify(
+        400,
+        b'{"code":20012,"message":"Model does not exist. Please check it carefully.","data":null}',
+        backend="SiliconFlow",
+        model="m",
+    )
     assert e.kind == errors.MODEL_NOT_FOUND
-    e = errors.classify(429, b'{"code":50603,"message":"Request was rejected due to rate limiting. Details: TPM limit reached.","data":null}', backend="SiliconFlow", model="m")
+    e = errors.classify(
+        429,
+        b'{"code":50603,"message":"Request was rejected due to rate limiting. Details: TPM limit reached.","data":null}',
+        backend="SiliconFlow",
+        model="m",
+    )
     assert e.kind == errors.RATE_LIMITED and "TPM" in e.message
     assert errors.classify(401, b"Invalid token", backend="S", model="m").kind == errors.BAD_KEY
-    assert errors.classify(503, b'{"code":50505,"message":"Model service overloaded"}', backend="S", model="m").kind == errors.OVERLOADED
-    assert errors.classify(400, b'{"message":"bad suffix"}', backend="S", model="m", used_suffix=True).kind == errors.FIM_UNSUPPORTED
+    assert (
+        errors.classify(503, b'{"code":50505,"message":"Model service overloaded"}', backend="S", model="m").kind
+        == errors.OVERLOADED
+    )
+    assert (
+        errors.classify(400, b'{"message":"bad suffix"}', backend="S", model="m", used_suffix=True).kind
+        == errors.FIM_UNSUPPORTED
+    )
     assert errors.classify(500, b"\xff\xfe garbage", backend="S", model="m").kind == errors.UNKNOWN
 
 
@@ -151,8 +167,12 @@ def test_config_validation_messages():
     s = config.build(config.from_env({**env, "SIDECAR_PROVIDER": "siliconflow"}))
     assert (s.resolved_provider, s.resolved_model) == ("siliconflow", SILICONFLOW.default_model)
     assert s.resolved_base_url == "http://127.0.0.1:8000/v1"
-    assert config.build(config.from_env({**env, "SIDECAR_BASE_URL": "https://api.siliconflow.cn.evil.com/v1"})
-                        ).resolved_provider == "openai"
+    assert (
+        config.build(
+            config.from_env({**env, "SIDECAR_BASE_URL": "https://api.siliconflow.cn.evil.com/v1"})
+        ).resolved_provider
+        == "openai"
+    )
 
 
 def test_config_file(tmp_path):

@@ -46,21 +46,24 @@ def test_target_defaults():
     assert window.target_ms(800, local=False) == 800
 
 
-@pytest.mark.parametrize("base,slope,target,expected", [
-    # (fixed ms, ms per cl100k token, key target ms) -> (prefix, suffix). The suffix is
-    # paid after every key: base + slope * suffix <= target. The prefix is paid at a new
-    # place: base + slope * (prefix + suffix) <= 4 * target.
-    (50, 4.5, 300, (512, 64)),     # a 2-core CPU: both floors (quality floors)
-    # The model measures base 74 (the small prompts' 20 tokens) and 1.18 ms a token:
-    # suffix <= 191; prefix <= (1200 - 74) / 1.18 - 128 = 826.
-    (50, 1.2, 300, (768, 128)),
-    (50, 0.6, 300, (1024, 256)),   # both maxima fit
-    (50, 2.5, 300, (512, 64)),     # nothing fits: the floors
-    # Base near the target: the prompt still gets half of it (430 ms; cold 1,720 ms,
-    # 1,912 predicted for the maximum is within the 15 % hysteresis; 512 without the rule).
-    (280, 1.5, 300, (1024, 64)),
-    (50, 0.3, 0, (1024, 256)),     # budget off
-])
+@pytest.mark.parametrize(
+    "base,slope,target,expected",
+    [
+        # (fixed ms, ms per cl100k token, key target ms) -> (prefix, suffix). The suffix is
+        # paid after every key: base + slope * suffix <= target. The prefix is paid at a new
+        # place: base + slope * (prefix + suffix) <= 4 * target.
+        (50, 4.5, 300, (512, 64)),  # a 2-core CPU: both floors (quality floors)
+        # The model measures base 74 (the small prompts' 20 tokens) and 1.18 ms a token:
+        # suffix <= 191; prefix <= (1200 - 74) / 1.18 - 128 = 826.
+        (50, 1.2, 300, (768, 128)),
+        (50, 0.6, 300, (1024, 256)),  # both maxima fit
+        (50, 2.5, 300, (512, 64)),  # nothing fits: the floors
+        # Base near the target: the prompt still gets half of it (430 ms; cold 1,720 ms,
+        # 1,912 predicted for the maximum is within the 15 % hysteresis; 512 without the rule).
+        (280, 1.5, 300, (1024, 64)),
+        (50, 0.3, 0, (1024, 256)),  # budget off
+    ],
+)
 def test_budget_rule(base, slope, target, expected):
     b = WindowBudget(Clock())
     engine(b, base, slope, small=8, large=4)
@@ -131,7 +134,10 @@ def test_new_text_is_what_follows_the_shared_beginning():
 
 def test_prompt_text_covers_every_body_shape():
     assert prompt_text({"prompt": "P", "suffix": "S"}) == "P\x00S"
-    assert prompt_text({"input_extra": [{"filename": "f", "text": "t"}], "input_prefix": "P", "input_suffix": "S"}) == "f\x00t\x00P\x00S"
+    assert (
+        prompt_text({"input_extra": [{"filename": "f", "text": "t"}], "input_prefix": "P", "input_suffix": "S"})
+        == "f\x00t\x00P\x00S"
+    )
     assert prompt_text({"messages": [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}]}) == "a\x00b"
 
 
