@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class NoStream(enum.Enum):
     """Why a stream gave a request no answer of its own (neither an answer nor "nothing
     to show"): it stopped agreeing with what was typed (``DIVERGED``, from
-    :func:`follow`), or there was none to use (``MISS``, from ``reuse.reuse_stream``)."""
+    :func:`follow`), or there was none to use (``MISS``, from ``session.DocSession.reuse``)."""
 
     DIVERGED = "diverged"
     MISS = "miss"
@@ -84,29 +84,3 @@ async def follow(
                 changed.cancel()
     finally:
         sup.cancel()
-
-
-def at_deadline(req: Request, s: InflightStream, metrics: Metrics) -> tuple[Answer | None, bool]:
-    """What a request whose deadline passed gets from its document's running stream
-    ``s``, and whether ``s`` keeps running: ``(answer, True)`` with the text so far (the
-    request then gets updates); ``(None, True)`` for a client without updates when no
-    line is finished yet (never a stub; asking again is answered from the stream);
-    ``(Answer("", ...), True)`` for a loader still loading the model, or a stream to a
-    local engine still evaluating its prompt (updates follow; a later request joins it);
-    ``(None, False)``: close it (stalled, or it no longer agrees with the document)."""
-    typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
-    if typed is None or not s.agrees(typed):
-        return None, False
-    rem = s.remainder(typed, req.ctx)
-    if rem and not req.updates:
-        # No updates will follow: only the lines the model has finished; the stream runs
-        # on, so asking again (or typing on) is answered from it.
-        rem = s.remainder(typed, req.ctx, finished_lines_only=True)
-        if not rem:
-            metrics.count("sched.no_stub_at_deadline")
-            return None, True
-    if rem:
-        return Answer(rem, "deadline", s, typed), True
-    if (s.loader or s.local) and not s.first_text_at:
-        return Answer("", "deadline", s, typed), True
-    return None, False

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .inflight import InflightStream
+from .inflight import InflightStream, StreamRole
 from .request import Request
 
 if TYPE_CHECKING:
@@ -41,8 +41,7 @@ class ColdStart:
     def mark(self, s: InflightStream, *, waking: bool = False) -> None:
         """``s`` is the loader (it was started while the backend was cold); ``waking``:
         a cloud's first stream (module doc)."""
-        s.loader = True
-        s.waking = waking
+        s.role = StreamRole.WAKING if waking else StreamRole.LOADER
         self.stream = s
 
     def running(self) -> bool:

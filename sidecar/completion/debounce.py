@@ -24,7 +24,7 @@ and money. On a local engine the cost of a suggestion is prompt evaluation on th
 user's own CPU, the largest part of its latency (TTFT ~450 ms for the 0.5B code model
 on 2 cores, with the KV cache reused), and a stream started early is not wasted when
 the user types on: until it has text it agrees with anything typed, so the next keys
-join it (``reuse.py``) and its evaluation overlaps the typing. Measured with the typing
+join it (``session.py``) and its evaluation overlaps the typing. Measured with the typing
 benchmark (``devtools.bench --backend local``, Qwen2.5-Coder-0.5B, 2 cores, ~390
 keys): a suggestion before the next key at 24-26% of the keys with a 400 ms ceiling,
 38-39% with 100 ms, 37% with 50 ms; right 13% → 23-24% → 19%; upstream requests

@@ -6,13 +6,21 @@ when its text after the cursor is unchanged and its text before the cursor is th
 plus ``typed``, where ``typed`` agrees with what the stream has produced: either the
 stream's text starts with ``typed`` (the user typed what is shown) or ``typed`` starts
 with the stream's text (the user typed ahead of the stream, which may still produce it).
-The request is then answered with the rest of the stream's text after ``typed``.
-The same test serves typing-through a finished suggestion (the stream is done).
+The request is then answered with the rest of the stream's text after ``typed``
+(:meth:`InflightStream.match` says whether, with what ``typed``). The same test serves
+typing-through a finished suggestion (the stream is done).
+
+A stream's life is one state (:class:`StreamState`): ``WAITING`` for its first text,
+``KEPT`` (a local engine's prompt evaluation that outlives its request), ``STREAMING``,
+then ``DONE`` with how it ended (:class:`StreamEnd`). Its :class:`StreamRole`, fixed
+when it starts, says whether it may outlive the requests that use it. Who closes a
+stream, and when, is in ``session.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,11 +32,39 @@ from .postprocess import StreamFilter, clean
 log = logging.getLogger(__name__)
 
 
+class StreamState(enum.Enum):
+    """Where a stream is in its life."""
+
+    WAITING = "waiting"  # started, no text yet (the backend loads, wakes or reads the prompt)
+    KEPT = "kept"  # a local engine's prompt evaluation, run on past its request's deadline
+    STREAMING = "streaming"  # text is arriving
+    DONE = "done"  # over: ``InflightStream.end`` says how
+
+
+class StreamEnd(enum.Enum):
+    """How a stream ended: what its fill returned (``request.Upstream.run_stream``), or
+    ``ABORTED`` when it was closed (or failed outside the backend's errors) first."""
+
+    COMPLETE = "complete"  # the model's own end, or the filter's
+    PARTIAL = "partial"  # cut: the token limit, the deadline, a dropped connection
+    ERROR = "error"  # the backend failed (the error went to the user's reports)
+    ABORTED = "aborted"  # closed before its end (``InflightStream.close``)
+    CACHED = "cached"  # a prefetch the cache already had: nothing went upstream
+
+
+class StreamRole(enum.Enum):
+    """Why a stream may outlive the request that started it (coldstart.py)."""
+
+    PLAIN = "plain"  # closed as soon as no request agrees with it
+    LOADER = "loader"  # started while the backend was cold: it may be loading the model
+    WAKING = "waking"  # a loader to a cloud that may be waking its model: nobody waits on it
+
+
 class InflightStream:
     """One upstream stream (a user's or a speculative prefetch): its anchor, the text so
-    far, and a task that pumps it.
+    far, and the task that fills it.
 
-    ``run(pump)`` starts the task; ``pump(filt, on_delta)`` is the coroutine that feeds
+    ``run(fill)`` starts the task; ``fill(filt, on_delta)`` is the coroutine that feeds
     ``filt`` from the backend. ``changed`` is set on every new piece of text and at the
     end. ``close()`` cancels the task, which closes the HTTP response and its socket.
     """
@@ -51,30 +87,56 @@ class InflightStream:
         self.filter = StreamFilter(ctx, cut_logprob, lookahead)
         self.started_at = time.perf_counter()
         self.first_text_at = 0.0
-        self.done = False
-        self.aborted = False
-        self.failed = False
-        self.outcome: str | None = None  # complete | partial | error | aborted | cached
-        self.used = False  # a prefetch that answered a request
-        # A stream started while the backend was cold (no byte from it since it started or
-        # came back): it is loading the model, so it is not closed when the request that
-        # started it moves on; it runs to its end (bounded by the cold-start deadline).
-        self.loader = False
-        # A loader to a cloud (a backend that does not say it loads models): the first
-        # stream after it started or came back, which may be waking a model (a serverless
-        # endpoint). It runs on like a loader, but nobody waits for it or joins it once
-        # it is silent past the usual first token (``reuse.stalled``): a true stall on a
-        # cloud must hold no later request (coldstart.py).
-        self.waking = False
+        self.state = StreamState.WAITING
+        self.end: StreamEnd | None = None  # set when DONE
+        # A loader was started while the backend was cold (no byte from it since it started
+        # or came back): it is loading the model, so it is not closed when the request that
+        # started it moves on; it runs to its end (bounded by the cold-start deadline). A
+        # waking one goes to a cloud (a backend that does not say it loads models): it runs
+        # on like a loader, but nobody waits for it or joins it once it is silent past the
+        # usual first token (``session.stalled``): a true stall on a cloud must hold no
+        # later request (coldstart.py).
+        self.role = StreamRole.PLAIN
         # A stream to a local engine (``Upstream.local_backend``): until its first text the
         # engine is evaluating the prompt, which takes seconds for a long one on a CPU. Its
         # silence is not a stall, and at its request's deadline it runs on in the
-        # background (``kept``) so that the evaluation is not thrown away; unlike a loader
+        # background (``KEPT``) so that the evaluation is not thrown away; unlike a loader
         # it is closed as usual once a newer request no longer agrees with it.
         self.local = False
-        self.kept = False
+        self.used = False  # a prefetch that answered a request (prefetch.py)
         self._waiters: list[asyncio.Future[None]] = []
         self.task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def done(self) -> bool:
+        return self.state is StreamState.DONE
+
+    @property
+    def failed(self) -> bool:
+        """It ended with the backend's error."""
+        return self.end is StreamEnd.ERROR
+
+    @property
+    def aborted(self) -> bool:
+        """It was closed (``close``) before its end."""
+        return self.end is StreamEnd.ABORTED
+
+    @property
+    def loader(self) -> bool:
+        return self.role is not StreamRole.PLAIN
+
+    @property
+    def waking(self) -> bool:
+        return self.role is StreamRole.WAKING
+
+    def keep(self) -> bool:
+        """A local engine's prompt evaluation, still without text, outlives its request
+        (``KEPT``). False (nothing changes) for any other stream."""
+        if self.state is StreamState.WAITING and self.local and self.role is StreamRole.PLAIN:
+            self.state = StreamState.KEPT
+            return True
+        return False
 
     # ------------------------------------------------------------------ text
     @property
@@ -93,11 +155,11 @@ class InflightStream:
         deadline) ends at its last complete line; a cut first line is kept (it is all
         there is)."""
         r = self.filter.raw_reach()
-        if self.done and self.outcome != "complete" and self.filter.done and not self.filter.settled:
+        if self.done and self.end is not StreamEnd.COMPLETE and self.filter.done and not self.filter.settled:
             cut = len(self.filter.raw_kept())
             last = r.rfind("\n", cut)
             r = r[: last + 1] if last >= cut else r[:cut]
-        elif self.done and self.outcome == "partial" and not self.filter.done:
+        elif self.done and self.end is StreamEnd.PARTIAL and not self.filter.done:
             last = r.rfind("\n")
             if last > 0 and r[:last].strip():
                 r = r[:last]
@@ -109,6 +171,15 @@ class InflightStream:
             return None
         return doc_prefix[len(self.doc_prefix) :]
 
+    def match(self, doc_prefix: str, doc_suffix: str) -> str | None:
+        """What the user typed since the anchor, when the document ``doc_prefix`` /
+        ``doc_suffix`` can still use this stream (module doc: the anchor holds, what was
+        typed agrees, the stream did not fail); else None."""
+        typed = self.typed_since_anchor(doc_prefix, doc_suffix)
+        if typed is None or self.failed or not self.agrees(typed):
+            return None
+        return typed
+
     @property
     def logprobs(self) -> list[tuple[str, float]]:
         """``(token, natural log-probability)`` of the text so far, where the backend sent
@@ -119,8 +190,8 @@ class InflightStream:
         """Whether this stream holds, or is still writing, text for the document
         ``doc_prefix``/``doc_suffix`` (its answer or lookahead goes past it): a speculative
         prefetch there would repeat it."""
-        typed = self.typed_since_anchor(doc_prefix, doc_suffix)
-        if typed is None or self.failed or not self.agrees(typed):
+        typed = self.match(doc_prefix, doc_suffix)
+        if typed is None:
             return False
         produced = self.reach
         return not self.done or bool(produced[len(typed) :].strip())
@@ -156,34 +227,35 @@ class InflightStream:
     # ------------------------------------------------------------------ task
     def run(
         self,
-        pump: Callable[[StreamFilter, Callable[[], None]], Awaitable[str]],
+        fill: Callable[[StreamFilter, Callable[[], None]], Awaitable[StreamEnd]],
         on_end: Callable[[InflightStream], None] | None = None,
     ) -> None:
-        """Start pumping. ``pump`` returns ``complete``, ``partial`` (cut, deadline) or
-        ``error``; ``on_end(self)`` runs once the stream is over, however it ended."""
+        """Start the task. ``fill`` returns how the stream ended (``COMPLETE``,
+        ``PARTIAL``, ``ERROR`` or, for a prefetch the cache had, ``CACHED``);
+        ``on_end(self)`` runs once the stream is over, however it ended."""
 
         async def body() -> None:
+            end: StreamEnd | None = None
             try:
-                self.outcome = await pump(self.filter, self._on_delta)
-                self.failed = self.outcome == "error"
+                end = await fill(self.filter, self._on_delta)
             except Exception:  # noqa: BLE001 - a fault the backend did not classify ends this stream only
                 log.exception("upstream stream failed")
-                self.outcome, self.failed = "error", True
+                end = StreamEnd.ERROR
             finally:
-                self._finish(on_end)
+                self._finish(on_end, end)
 
         self.task = asyncio.ensure_future(body())
         # A task cancelled before its first step never runs ``body`` (nor its
         # ``finally``): end the stream from the task's done callback as well.
-        self.task.add_done_callback(lambda _t: self._finish(on_end))
+        self.task.add_done_callback(lambda _t: self._finish(on_end, None))
 
-    def _finish(self, on_end: Callable[[InflightStream], None] | None) -> None:
-        """Mark the stream over, wake its waiters and run ``on_end`` (once)."""
+    def _finish(self, on_end: Callable[[InflightStream], None] | None, end: StreamEnd | None) -> None:
+        """Mark the stream over (``end``; None: cancelled, ``ABORTED``), wake its
+        waiters and run ``on_end`` (once)."""
         if self.done:
             return
-        self.done = True
-        if self.outcome is None:
-            self.outcome = "aborted"
+        self.state = StreamState.DONE
+        self.end = end if end is not None else StreamEnd.ABORTED
         self._wake()
         if on_end is not None:
             try:
@@ -194,6 +266,8 @@ class InflightStream:
     def _on_delta(self) -> None:
         if not self.first_text_at and self.filter.raw:
             self.first_text_at = time.perf_counter()
+            if self.state in (StreamState.WAITING, StreamState.KEPT):
+                self.state = StreamState.STREAMING
         self._wake()
 
     def _wake(self) -> None:
@@ -221,7 +295,6 @@ class InflightStream:
             return False
         if self.loader and not self.first_text_at and not force:
             return False
-        self.aborted = True
         self.task.cancel()
         return True
 

@@ -1,18 +1,20 @@
 """Starting a document's user stream, and what follows its answer (steps 5 and 6 of
 ``scheduler.py``).
 
-- **Start** (``StreamLauncher.start``): one stream per document (the scheduler closed
+- **Start** (``StreamLauncher.start``): one stream per document (the session closed
   the document's previous one, or it joined it), within the stream slots
   (``slots.py``; a user stream that finds none free cancels the prefetches first); a
   *loader* while the backend is cold (``coldstart.py``); a prompt evaluation kept past
-  its request's deadline in another document gives way to it.
+  its request's deadline in another document gives way to it
+  (``session.DocSessions.give_way``).
 - **After a model load** (``StreamLauncher.start_after_load``): a request that waited
   for another place's load gets its own stream once the model is loaded.
 - **After the answer** (``StreamLauncher.after_answer``): a stream still running sends
   the request's updates (``updates.py``), for a client that renders them; then the
   completion that follows accepting the suggestion is speculated (``prefetch.py``).
 
-See docs/architecture.md ("Cold backends").
+Which streams this module closes, and why, is listed in ``session.py`` ("When a stream
+dies"). See docs/architecture.md ("Cold backends").
 """
 
 from __future__ import annotations
@@ -22,16 +24,16 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .coldstart import ColdStart
-from .inflight import InflightStream
+from .inflight import InflightStream, StreamEnd
 from .request import Answer, Request, Upstream
 from .updates import UpdateSink, send_updates, speculate_when_done
 
 if TYPE_CHECKING:
     from ..metrics import Metrics
     from .context import CompletionContext
-    from .docstate import DocState, DocStates
     from .postprocess import StreamFilter
     from .prefetch import Prefetcher
+    from .session import DocSession, DocSessions
     from .slots import StreamSlots
 
 
@@ -42,7 +44,7 @@ class StreamLauncher:
     def __init__(
         self,
         upstream: Upstream,
-        docs: DocStates,
+        docs: DocSessions,
         slots: StreamSlots,
         prefetch: Prefetcher,
         metrics: Metrics,
@@ -64,19 +66,14 @@ class StreamLauncher:
         self.judge_for: Callable[[Request, Answer], Callable[[str, bool], bool] | None] = lambda _r, _a: None
         self._after_load: set[asyncio.Task[None]] = set()  # streams to start once a model is loaded
 
-    def start(self, doc: DocState, req: Request) -> InflightStream:
+    def start(self, doc: DocSession, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
         st = self.up.settings
         s = InflightStream(
             req.uri, req.ctx, req.doc_prefix, req.doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines
         )
         s.local = self.up.local_backend()
-        # A prompt evaluation kept past its request's deadline in another document gives
-        # way to the stream a user waits for now.
-        for other in self.docs.by_uri.values():
-            o = other.stream
-            if other is not doc and o is not None and o.kept and not o.first_text_at and o.close():
-                self.metrics.count("sched.prefill_kept_closed")
+        self.docs.give_way(doc)
         if self.up.backend_cold():
             self.cold.mark(s)
             self.metrics.count("sched.loader_streams")
@@ -87,16 +84,16 @@ class StreamLauncher:
             self._keep(self._close_when_unwanted(s))
         doc.stream = s
         self.metrics.count("sched.streams_started")
-        s.run(lambda filt, on_delta: self._pump(req.ctx, filt, on_delta, s.waking), self._on_end)
+        s.run(lambda filt, on_delta: self._run_in_slot(req.ctx, filt, on_delta, s.waking), self._on_end)
         return s
 
-    async def _pump(
+    async def _run_in_slot(
         self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool
-    ) -> str:
+    ) -> StreamEnd:
         async with self.slots.user(self.up.settings.max_concurrent_streams, self.prefetch.cancel_all):
-            return await self.up.pump(ctx, filt, on_delta, waking=waking)
+            return await self.up.run_stream(ctx, filt, on_delta, waking=waking)
 
-    def start_after_load(self, doc: DocState, req: Request) -> None:
+    def start_after_load(self, doc: DocSession, req: Request) -> None:
         """Once the running model load has its first text (or ends), start ``req``'s own
         stream if ``req`` is still its document's latest request and no running stream
         of the document agrees with it (the loader included: its text then goes out for
@@ -107,9 +104,9 @@ class StreamLauncher:
             if doc.latest is not req or req.superseded.is_set():
                 return
             loader = self.cold.stream
-            if loader is not None and loader is not doc.stream and loader.uri == req.uri and not loader.failed:
-                typed = loader.typed_since_anchor(req.doc_prefix, req.doc_suffix)
-                if typed is not None and loader.agrees(typed) and (loader.remainder(typed, req.ctx) or not loader.done):
+            if loader is not None and loader is not doc.stream and loader.uri == req.uri:
+                typed = loader.match(req.doc_prefix, req.doc_suffix)
+                if typed is not None and (loader.remainder(typed, req.ctx) or not loader.done):
                     self.metrics.count("sched.loader_adopted")
                     if doc.stream is not None:
                         doc.stream.close()
@@ -121,8 +118,7 @@ class StreamLauncher:
                     self.metrics.count("sched.streams_aborted")  # loaded, for a place the user left
             s = doc.stream
             if s is not None and not s.done:
-                typed = s.typed_since_anchor(req.doc_prefix, req.doc_suffix)
-                if typed is not None and s.agrees(typed):
+                if s.match(req.doc_prefix, req.doc_suffix) is not None:
                     return  # the load's own stream serves this request (typed through)
                 s.close()
             self.metrics.count("sched.started_after_load")
@@ -149,7 +145,7 @@ class StreamLauncher:
             self.metrics.count("sched.streams_aborted")
 
     def after_answer(
-        self, doc: DocState, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
+        self, doc: DocSession, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
     ) -> None:
         """``req`` (its document's latest) was answered with ``answer``: updates while its
         stream runs, then speculation (module doc). ``judge``: see ``send_updates``."""
@@ -162,7 +158,7 @@ class StreamLauncher:
             asyncio.get_running_loop().call_soon(self.speculate_accept, req, answer.text)
 
     def start_updates(
-        self, doc: DocState, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
+        self, doc: DocSession, req: Request, answer: Answer, judge: Callable[[str, bool], bool] | None = None
     ) -> None:
         """Send ``req``'s updates from ``answer.stream`` (the previous request's stop). A
         request answered with nothing (at its deadline, after a model load) has its first

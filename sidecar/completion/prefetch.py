@@ -38,15 +38,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import tokens
-from .inflight import InflightStream
+from .inflight import InflightStream, StreamEnd
 from .request import Answer, Request, Upstream
 
 if TYPE_CHECKING:
     from ..metrics import Metrics
     from .cache import CompletionCache
     from .context import CompletionContext
-    from .docstate import DocState
     from .postprocess import StreamFilter
+    from .session import DocSession
     from .slots import StreamSlots
 
 CLOUD_TOKENS_PER_MIN = 6_000
@@ -104,7 +104,7 @@ class Prefetcher:
     def __init__(
         self,
         upstream: Upstream,
-        docs: dict[str, DocState],
+        docs: dict[str, DocSession],
         slots: StreamSlots,
         metrics: Metrics,
         cache: CompletionCache | None,
@@ -118,7 +118,7 @@ class Prefetcher:
         self._on_end = on_end
         self._budget: TokenBudget | None = None
 
-    def adopt(self, doc: DocState, req: Request) -> Answer | None:
+    def adopt(self, doc: DocSession, req: Request) -> Answer | None:
         """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
         a finished one answers at once (an ``Answer`` from ``prefetch``); a running one
         is joined. Either way it becomes the document's user stream (``doc.stream``:
@@ -128,8 +128,8 @@ class Prefetcher:
         p = doc.prefetch
         if p is None:
             return None
-        typed = p.typed_since_anchor(req.doc_prefix, req.doc_suffix)
-        if typed is not None and not p.failed and p.agrees(typed) and (p.text or not p.done):
+        typed = p.match(req.doc_prefix, req.doc_suffix)
+        if typed is not None and (p.text or not p.done):
             if not p.used:
                 p.used = True
                 self.metrics.count("prefetch.used")
@@ -138,9 +138,7 @@ class Prefetcher:
                 return None
             # The speculation came true: it becomes the user stream.
             doc.prefetch = None
-            if doc.stream is not None and doc.stream is not p and doc.stream.close():
-                self.metrics.count("sched.streams_aborted")
-            doc.stream = p
+            doc.replace_stream(p)
             if rem:
                 return Answer(rem, "prefetch", p, typed)
         elif not (p.doc_suffix == req.doc_suffix and p.doc_prefix.startswith(req.doc_prefix)):
@@ -198,24 +196,24 @@ class Prefetcher:
             self._budget = TokenBudget(per_min)
         return self._budget
 
-    async def _run(self, ctx: CompletionContext, filt: StreamFilter, on_delta) -> str:
+    async def _run(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> StreamEnd:
         if self._cache is not None:
             hit = await self._cache.lookup(self.up.cache_key(ctx))
             if hit is not None and hit.typed == 0:
                 self.metrics.count("prefetch.skipped_cached")
-                return "cached"
+                return StreamEnd.CACHED
         async with self.slots.prefetch():
-            return await self.up.pump(ctx, filt, on_delta)
+            return await self.up.run_stream(ctx, filt, on_delta)
 
     def _ended(self, s: InflightStream, reserved: list[float], prompt: int) -> None:
         generated = tokens.count(s.filter.raw) if s.filter.raw else 0
-        if s.outcome != "cached":
+        if s.end is not StreamEnd.CACHED:
             self.metrics.count("prefetch.tokens_generated", generated)
         # What it cost: its prompt and what it generated (nothing when the cache had it).
-        TokenBudget.settle(reserved, 0 if s.outcome == "cached" else prompt + generated)
+        TokenBudget.settle(reserved, 0 if s.end is StreamEnd.CACHED else prompt + generated)
         self._on_end(s)
 
-    def drop(self, doc: DocState, why: str) -> None:
+    def drop(self, doc: DocSession, why: str) -> None:
         """Close ``doc``'s prefetch (if any) and count why (``prefetch.cancelled.<why>``)."""
         p, doc.prefetch = doc.prefetch, None
         if p is None:
@@ -223,7 +221,7 @@ class Prefetcher:
         if p.close():
             self.metrics.count("prefetch.cancelled")
             self.metrics.count(f"prefetch.cancelled.{why}")
-        if not p.used and p.outcome != "cached":
+        if not p.used and p.end is not StreamEnd.CACHED:
             self.metrics.count("prefetch.wasted")
 
     def cancel_all(self) -> None:

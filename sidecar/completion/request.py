@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .inflight import StreamEnd
+
 if TYPE_CHECKING:
     from ..config import Settings
     from .cache import CacheKey
@@ -77,11 +79,12 @@ class Upstream(Protocol):
     def settings(self) -> Settings:
         """The live settings."""
 
-    async def pump(
+    async def run_stream(
         self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool = False
-    ) -> str:
+    ) -> StreamEnd:
         """Run one upstream stream into ``filt``, calling ``on_delta`` on each piece of
-        text; return ``complete``, ``partial`` (cut, deadline) or ``error``. ``waking``:
+        text; return how it ended: ``COMPLETE``, ``PARTIAL`` (cut: the token limit, the
+        deadline) or ``ERROR``. ``waking``:
         the first stream to a backend that has sent nothing yet, which may be waking its
         model: until its first byte it gets ``cold_start_timeout_ms`` (coldstart.py)."""
 

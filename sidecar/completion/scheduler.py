@@ -1,24 +1,25 @@
-"""Keystroke scheduling, in the order a request meets it (``Scheduler.request``, which
-runs ``Scheduler._schedule``):
+"""Keystroke scheduling, in the order a request meets it (``Scheduler.request``):
 
-1. **Supersede**: the document's previous request is answered at once with what it has.
-2. **Reuse** (``reuse.py``, ``Prefetcher.adopt``): a speculation that came true, the
-   running stream the user is typing into, a finished one being typed through; a stream
-   that no longer agrees is closed at once.
-3. **Cache** (``cache/``), 4. **debounce** (``debounce.py``), then the cold-start gate
-   (``coldstart.py``: one model load at a time).
+1. **Supersede** (``DocSession.supersede``): the document's previous request is answered
+   at once with what it has.
+2. **Reuse** (``Prefetcher.adopt``, ``DocSession.reuse``): a speculation that came true,
+   the running stream the user is typing into, a finished one being typed through; a
+   stream that no longer agrees is closed at once.
+3. **Cache** (``cached.py``, ``cache/``), 4. **debounce** (``debounce.py``), then the
+   cold-start gate (``coldstart.py``: one model load at a time).
 5. **Stream** (one per document, at most ``max_concurrent_streams``: ``launch.py``,
-   ``slots.py``) and **answer** per the answer policy (``answer.py``); then the
-   **confidence gate** (``gate.py``, when on): an answer it holds back leaves as nothing
-   and nothing is speculated on it; an answer with no text yet is judged on the first
-   text its updates would show.
-6. **Update** (``updates.py``) while the stream runs; then speculate (``prefetch.py``).
+   ``slots.py``) and **answer** per the answer policy (``answer.py``). Steps 2-5 run
+   within the request deadline: every request is answered within ``request_timeout_ms``
+   of its arrival (``DocSession.at_deadline``); a cancelled one closes its stream unless
+   a newer request joins it (``DocSession.cancelled``).
+6. **Gate** (``gate.py``, when on): an answer it holds back leaves as nothing and
+   nothing is speculated on it; an answer with no text yet is judged on the first text
+   its updates would show.
+7. **Follow-up** (``launch.StreamLauncher.after_answer``): updates (``updates.py``)
+   while the stream runs; then speculate (``prefetch.py``).
 
-Every request is answered within ``request_timeout_ms`` of its arrival (``deadline.py``);
-a stream still loading the model, or still evaluating its prompt on a local engine, runs
-on past that deadline (the request then gets updates, and a later one joins it); a
-cancelled one closes its stream unless a newer request joins it within
-``CANCEL_GRACE_S``. docs/architecture.md has the reasons.
+When a stream dies, and who decides, is ``session.py``. docs/architecture.md has the
+reasons.
 """
 
 from __future__ import annotations
@@ -34,15 +35,14 @@ from typing import TYPE_CHECKING, Any
 from ..observability.logs import new_trace_id
 from .acceptance import Acceptance
 from .answer import NoStream, follow
-from .deadline import answer_at_deadline, on_cancel, request_deadline
+from .cached import from_cache, store_stream
 from .debounce import ceiling_ms, debounce_ms, superseded_within
-from .docstate import DocState, DocStates
 from .gate import Gate
 from .inflight import InflightStream
 from .launch import StreamLauncher
 from .prefetch import Prefetcher
 from .request import Answer, Request, Upstream
-from .reuse import from_cache, reuse_stream, store_stream
+from .session import DocSession, DocSessions, request_deadline
 from .slots import StreamSlots
 from .updates import UpdateSink, update_item_id
 
@@ -75,7 +75,7 @@ class Scheduler:
         self.gate = gate if gate is not None else Gate(metrics, enabled=False)
         self._cache = cache
         self.metrics = metrics
-        self.docs = DocStates(metrics)
+        self.docs = DocSessions(metrics)
         self._ids = itertools.count(1)
         self.slots = StreamSlots()
         self.acceptance = Acceptance(metrics, self.gate)
@@ -115,7 +115,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ requests
     async def request(self, req: Request) -> Answer | None:
-        """Schedule ``req`` and return its answer, or None when there is nothing to show.
+        """Schedule ``req`` (the steps of the module doc, in order) and return its answer,
+        or None when there is nothing to show.
 
         Raises ``asyncio.CancelledError`` when the LSP request is cancelled; its stream is
         closed first unless a newer request uses it.
@@ -125,49 +126,45 @@ class Scheduler:
         doc = self.docs.get(req.uri)
         self.metrics.count("sched.requests")
         self.acceptance.moved_on(req)  # the last suggestion shown here: taken by typing, or rejected
-        # 1. Supersede: the document's previous request is answered with what it has.
-        prev = doc.latest
-        doc.latest = req
-        if prev is not None and not prev.finished:
-            prev.superseded.set()
-            self.metrics.count("sched.superseded")
+        # 1. Supersede.
+        doc.supersede(req)
+        # 2-5. Reuse, cache, debounce, stream: within the request deadline.
         try:
             try:
                 async with asyncio.timeout_at(request_deadline(req, self.up.settings.request_timeout_ms)):
-                    answer = await self._schedule(doc, req)
+                    answer = await self._find_answer(doc, req)
             except TimeoutError:
-                answer = answer_at_deadline(doc, req, self.up, self.streams, self.metrics)
+                answer = doc.at_deadline(req, self.up, self.streams)
         except asyncio.CancelledError:
-            on_cancel(doc, req, self.metrics)
+            doc.cancelled(req)
             raise
         finally:
             req.finished = True
+        # 6. Gate.
         judge = None
         if answer is not None and self.gate.enabled:
-            # The confidence gate (gate.py): held back, the request gets nothing and
-            # nothing is speculated on it; the stream runs on for later requests. An
-            # answer with no text yet (a local engine still reading the prompt) is judged
-            # on the first text its updates would show.
+            # Held back, the request gets nothing and nothing is speculated on it; the
+            # stream runs on for later requests. An answer with no text yet (a local
+            # engine still reading the prompt) is judged on the first text its updates
+            # would show.
             if answer.text:
                 if not self._judge(req, answer, answer.text, answer.stream is not None and answer.stream.done):
                     return None
             else:
                 judge = functools.partial(self._judge_update, req, answer)
+        # 7. Follow-up: updates, then speculation.
         if answer is not None and doc.latest is req:
-            self.streams.after_answer(doc, req, answer, judge)  # 6. updates, then speculation
+            self.streams.after_answer(doc, req, answer, judge)
         return answer
 
-    async def _schedule(self, doc: DocState, req: Request) -> Answer | None:
+    async def _find_answer(self, doc: DocSession, req: Request) -> Answer | None:
+        """Steps 2-5 of the module doc: the first that answers ``req``."""
         # 2. Reuse: a speculation that came true, the running stream, a finished one.
         got = self.prefetch.adopt(doc, req)
         if got is not None:
             return got
-        reused = await reuse_stream(
-            doc,
-            req,
-            ttft_ms=self.up.recent_ttft_ms(),
-            metrics=self.metrics,
-            first_line_deadline_ms=self.up.settings.first_line_deadline_ms,
+        reused = await doc.reuse(
+            req, ttft_ms=self.up.recent_ttft_ms(), first_line_deadline_ms=self.up.settings.first_line_deadline_ms
         )
         if reused is not NoStream.MISS:
             return reused
@@ -176,7 +173,7 @@ class Scheduler:
             got = await from_cache(self._cache, self.up.cache_key(req.ctx), req, self.metrics)
             if got is not None or req.superseded.is_set():
                 return got
-        # 4. Debounce.
+        # 4. Debounce, then the cold-start gate.
         st = self.up.settings
         wait = debounce_ms(
             invoked=req.invoked,
@@ -195,8 +192,7 @@ class Scheduler:
         await self.streams.cold.wait(req, self.up.backend_cold, self.metrics)
         if req.superseded.is_set():
             return None
-
-        # 5. Stream, and answer per the answer policy (6. updates follow in ``request``).
+        # 5. Stream, and answer per the answer policy.
         s = self.streams.start(doc, req)
         followed = await follow(
             req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics
@@ -232,6 +228,7 @@ class Scheduler:
         self.acceptance.shown_update(update_item_id(req.id, seq), req, text)
 
     def _stream_ended(self, s: InflightStream) -> None:
+        """A stream is over: counted, and its text stored in the cache."""
         if s.aborted:
             self.metrics.count("sched.streams_ended.aborted")
         if self._cache is not None:

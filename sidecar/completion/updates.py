@@ -16,7 +16,7 @@ from .request import Answer, Request
 
 if TYPE_CHECKING:
     from ..metrics import Metrics
-    from .docstate import DocState
+    from .session import DocSession
 
 #: ``on_update(request, text, done, seq)`` sends one notification.
 UpdateSink = Callable[[Request, str, bool, int], None]
@@ -29,7 +29,7 @@ def update_item_id(req_id: int, seq: int) -> str:
 
 
 async def send_updates(
-    doc: DocState,
+    doc: DocSession,
     req: Request,
     answer: Answer,
     on_update: UpdateSink,
@@ -67,7 +67,7 @@ async def send_updates(
 
 
 async def speculate_when_done(
-    doc: DocState, req: Request, answer: Answer, speculate: Callable[[Request, str], None]
+    doc: DocSession, req: Request, answer: Answer, speculate: Callable[[Request, str], None]
 ) -> None:
     """For a client without updates: once ``answer.stream`` is over (and ``req`` still
     the latest), ``speculate(req, answer.text)``."""

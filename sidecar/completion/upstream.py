@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..providers import is_local
 from . import crossfile
 from .cache import CacheKey
+from .inflight import StreamEnd
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -42,18 +43,18 @@ class BackendUpstream:
         """The live settings."""
         return self._settings()
 
-    async def pump(
+    async def run_stream(
         self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool = False
-    ) -> str:
-        """One upstream stream for ``ctx`` into ``filt``: ``complete``, ``partial`` (cut,
-        deadline) or ``error``. ``waking``: see ``request.Upstream.pump``."""
-        out = await self.runner.run(ctx, filt, on_delta, waking=waking)
-        if out.error is not None:
-            return "error"
+    ) -> StreamEnd:
+        """One upstream stream for ``ctx`` into ``filt``, and how it ended: ``COMPLETE``,
+        ``PARTIAL`` (cut, deadline) or ``ERROR``. ``waking``: see ``request.Upstream.run_stream``."""
+        run = await self.runner.run(ctx, filt, on_delta, waking=waking)
+        if run.error is not None:
+            return StreamEnd.ERROR
         # Cut by the token limit (``finish_reason: "length"``), the deadline or a dropped
         # connection: its last line may be unfinished (inflight.py, cache.put).
-        cut = out.info.truncated or out.deadline_hit or out.info.finish_reason == "length"
-        return "partial" if cut else "complete"
+        cut = run.info.truncated or run.deadline_hit or run.info.finish_reason == "length"
+        return StreamEnd.PARTIAL if cut else StreamEnd.COMPLETE
 
     def recent_ttft_ms(self) -> float | None:
         """Median of the last 20 upstream TTFTs in ms (None before the first)."""

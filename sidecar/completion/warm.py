@@ -7,7 +7,7 @@ stream gets ``cold_start_timeout_ms`` on a cold backend that loads models (it ma
 loading the model), and so does the first stream to a cold cloud (its model may be
 waking: ``coldstart.py``); on a warm local engine ``prefill_timeout_ms`` (it may be
 evaluating a long prompt, and cutting it would throw that work away: it may run on in
-the background, ``deadline.py``); then, and on a cloud, ``request_timeout_ms``. See
+the background, ``session.py``); then, and on a cloud, ``request_timeout_ms``. See
 docs/architecture.md ("Cold backends", "Long prompts on a warm local engine").
 """
 

@@ -128,7 +128,7 @@ def test_the_keystroke_map_shows_the_confidence_gate():
     diagram = text.split("## The path of a keystroke", 1)[1].split("```")[1]
     assert "gate.py" in diagram and "confidence gate" in diagram
     # ... between the answer and the updates, where scheduler.py applies it.
-    assert diagram.index("5 stream, answer") < diagram.index("confidence gate") < diagram.index("6 update")
+    assert diagram.index("5 stream, answer") < diagram.index("confidence gate") < diagram.index("7 follow-up")
 
 
 def test_every_code_symbol_named_exists():

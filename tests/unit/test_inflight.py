@@ -1,11 +1,11 @@
-"""InflightStream lifecycle on a real event loop (no backend: the pump is a coroutine)."""
+"""InflightStream lifecycle on a real event loop (no backend: the fill is a coroutine)."""
 
 from __future__ import annotations
 
 import asyncio
 
 from sidecar.completion.context import CompletionContext
-from sidecar.completion.inflight import InflightStream
+from sidecar.completion.inflight import InflightStream, StreamEnd, StreamState
 
 
 def _stream() -> InflightStream:
@@ -19,32 +19,32 @@ async def test_stream_closed_before_its_first_step_still_ends():
     ended = []
     started = []
 
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         started.append(True)
         await asyncio.sleep(10)
-        return "complete"
+        return StreamEnd.COMPLETE
 
     s = _stream()
-    s.run(pump, ended.append)
+    s.run(fill, ended.append)
     assert s.close()
     waiter = s.changed()
     await asyncio.wait_for(waiter, 1)
     assert not started
-    assert s.done and s.outcome == "aborted" and s.aborted
+    assert s.done and s.state is StreamState.DONE and s.end is StreamEnd.ABORTED and s.aborted
     assert ended == [s]
 
 
 async def test_stream_end_hook_runs_once():
     ended = []
 
-    async def pump(filt, on_delta):
-        return "complete"
+    async def fill(filt, on_delta):
+        return StreamEnd.COMPLETE
 
     s = _stream()
-    s.run(pump, ended.append)
+    s.run(fill, ended.append)
     await s.task
     await asyncio.sleep(0)
-    assert s.done and s.outcome == "complete"
+    assert s.done and s.end is StreamEnd.COMPLETE
     assert ended == [s]
 
 
@@ -100,19 +100,19 @@ def test_a_multi_line_context_reads_no_lookahead():
     assert steps[-1][0] and s.reach == s.text
 
 
-async def test_a_pump_that_raises_ends_the_stream_as_failed():
+async def test_a_fill_that_raises_ends_the_stream_as_failed():
     # A fault the backend did not classify (not a BackendError) ends this stream only:
     # its waiters wake, nothing is left as an unretrieved task exception.
     ended = []
 
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         raise UnicodeEncodeError("utf-8", "\ud83d", 0, 1, "surrogates not allowed")
 
     s = _stream()
-    s.run(pump, ended.append)
+    s.run(fill, ended.append)
     await asyncio.wait_for(s.changed(), 1)
     await asyncio.sleep(0)
-    assert s.done and s.failed and s.outcome == "error" and ended == [s]
+    assert s.done and s.failed and s.end is StreamEnd.ERROR and ended == [s]
     assert s.task.done() and s.task.exception() is None
 
 
@@ -131,13 +131,13 @@ def test_a_lookahead_line_still_being_written_is_no_finished_line():
 async def test_a_lookahead_cut_by_the_token_limit_is_dropped():
     # max_tokens ended the stream in the middle of the lookahead line: that line is not
     # one the model finished, so the request after the accept is not shown it.
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         filt.feed("a + b\n")
         filt.feed("    return z +")
-        return "partial"  # the runner's outcome for a stream cut by max_tokens
+        return StreamEnd.PARTIAL  # how the runner ends a stream cut by max_tokens
 
     s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 1)
-    s.run(pump)
+    s.run(fill)
     await s.task
     at_line_end = _ctx(PRE + "a + b", "    x = a + b")
     assert s.text == "a + b\n" and s.reach == "a + b\n"
@@ -145,13 +145,13 @@ async def test_a_lookahead_cut_by_the_token_limit_is_dropped():
 
 
 async def test_a_lookahead_the_model_ended_itself_is_kept():
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         filt.feed("a + b\n")
         filt.feed("    return x")  # then the model's end of text
-        return "complete"
+        return StreamEnd.COMPLETE
 
     s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 1)
-    s.run(pump)
+    s.run(fill)
     await s.task
     assert s.remainder("a + b", _ctx(PRE + "a + b", "    x = a + b")) == "\n    return x"
 
@@ -163,23 +163,23 @@ async def test_a_multi_line_answer_cut_by_the_token_limit_ends_at_its_last_compl
         prefix="def f(xs):\n    ", suffix="\n", line_prefix="    ", line_suffix="", language="python", eol="\n"
     )
 
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         filt.feed("total = 0\n    for x in xs:\n        total += x *")
-        return "partial"
+        return StreamEnd.PARTIAL
 
     s = InflightStream("file:///a.py", blank, blank.prefix, "\n", None, 0)
-    s.run(pump)
+    s.run(fill)
     await s.task
     assert s.ctx.multiline and not s.filter.done
     assert s.remainder("", blank) == "total = 0\n    for x in xs:"
 
 
 async def test_a_first_line_cut_by_the_token_limit_is_kept():
-    async def pump(filt, on_delta):
+    async def fill(filt, on_delta):
         filt.feed("a + b +")
-        return "partial"
+        return StreamEnd.PARTIAL
 
     s = InflightStream("file:///a.py", _ctx(PRE, "    x = "), PRE, "\n", None, 0)
-    s.run(pump)
+    s.run(fill)
     await s.task
     assert s.remainder("", _ctx(PRE, "    x = ")) == "a + b +"

@@ -14,6 +14,7 @@ import pytest
 from sidecar.completion import scheduler
 from sidecar.completion.context import build_context
 from sidecar.completion.debounce import Cadence, ceiling_ms, context_factor, debounce_ms
+from sidecar.completion.inflight import StreamEnd
 from sidecar.completion.prefetch import TokenBudget
 from sidecar.completion.request import Request
 from sidecar.completion.scheduler import Scheduler
@@ -32,7 +33,7 @@ class FakeUpstream:
         self.closed: list[int] = []
         self._feeds: list[asyncio.Queue] = []
 
-    async def pump(self, ctx, filt, on_delta, waking=False) -> str:
+    async def run_stream(self, ctx, filt, on_delta, waking=False) -> StreamEnd:
         i = len(self.started)
         self.started.append(ctx.prefix)
         q: asyncio.Queue = asyncio.Queue()
@@ -44,7 +45,7 @@ class FakeUpstream:
                     filt.feed(text)
                     on_delta()
                 if end:
-                    return "complete"
+                    return StreamEnd.COMPLETE
         except asyncio.CancelledError:
             self.closed.append(i)
             raise
@@ -61,7 +62,7 @@ class FakeService:
 
     def __init__(self, settings: Settings, up: FakeUpstream) -> None:
         self.settings = settings
-        self.pump = up.pump
+        self.run_stream = up.run_stream
         self.local = True  # a local engine (its silence before the first text is prefill)
 
     def recent_ttft_ms(self):
@@ -221,7 +222,7 @@ async def test_cancelled_request_closes_its_stream_after_the_grace_period():
 async def test_stream_closed_in_the_turn_it_starts_leaves_nothing_running():
     # Regression (cancel storm): a stream closed before its task's first step ran used to
     # stay "active" forever. Request a (invoked: no debounce) starts its stream; request b
-    # (a backspace) arrives in the same loop turn, closes that stream before its pump
+    # (a backspace) arrives in the same loop turn, closes that stream before its fill
     # ever ran, waits its debounce and is cancelled there, so no stream replaces a's.
     st = Settings(debounce_min_ms=50, debounce_max_ms=50, prefetch_enabled=False)
     sched, up, _ = make(st)
@@ -235,7 +236,7 @@ async def test_stream_closed_in_the_turn_it_starts_leaves_nothing_running():
     with pytest.raises(asyncio.CancelledError):
         await b
     await asyncio.sleep(0.05)
-    assert up.started == []  # a's pump never ran
+    assert up.started == []  # a's fill never ran
     assert sched.active_streams() == 0
 
 
