@@ -190,7 +190,7 @@ class Backend(Protocol):
     def pick(self) -> Backend:
         """The concrete backend the next stream goes to (a router picks a side)."""
 
-    def sides(self) -> tuple[Backend, ...]:
+    def all_backends(self) -> tuple[Backend, ...]:
         """This backend and the ones it routes to (for wiring callbacks)."""
 
     def record(self, target: Backend, error: BackendError | None) -> None:
@@ -244,7 +244,7 @@ class BackendBase:
     def pick(self) -> Backend:
         return self  # type: ignore[return-value]  # each concrete backend completes the protocol
 
-    def sides(self) -> tuple[Backend, ...]:
+    def all_backends(self) -> tuple[Backend, ...]:
         return (self,)  # type: ignore[return-value]  # as pick()
 
     def record(self, target: Backend, error: BackendError | None) -> None:

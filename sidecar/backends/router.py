@@ -93,7 +93,7 @@ class RouterBackend(BackendBase):
     def ready(self) -> bool:
         return self.current.ready
 
-    def sides(self) -> tuple[Backend, ...]:
+    def all_backends(self) -> tuple[Backend, ...]:
         return (self, self.local, self.cloud)
 
     def idle_for_s(self) -> float:

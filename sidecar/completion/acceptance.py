@@ -213,7 +213,7 @@ class Acceptance:
                 del self._open[uri]
                 _once(self._labelled, rec.suggestion)
                 if self.gate is not None:
-                    self.gate.outcome(rec.features, accepted)
+                    self.gate.learn(rec.features, accepted)
 
     def moved_on(self, req: Request) -> None:
         """A new request in ``req.uri``: the suggestion last shown there was typed out by
@@ -250,7 +250,7 @@ class Acceptance:
         rec = self._open.pop(uri)
         _once(self._labelled, rec.suggestion)
         if self.gate is not None:
-            self.gate.outcome(rec.features, accepted)
+            self.gate.learn(rec.features, accepted)
 
     def accepted(self, item_id: str, chars: int | None) -> tuple[str, str, str, str] | None:
         """Count the accept of ``item_id`` (``chars`` UTF-16 units of it, or all).

@@ -18,7 +18,7 @@ Features of a suggestion (:func:`features`; a few dozen weights in all):
   other OpenAI-compatible servers); a flag says whether it did. On the quality benchmark
   these are what separates: without them the fitted weights hold back almost nothing.
 
-Labels (:class:`Gate.outcome`, given by ``completion/acceptance.py``) mean what the fit's
+Labels (:class:`Gate.learn`, given by ``completion/acceptance.py``) mean what the fit's
 label means, "some of it was right" (at least one character the user kept): an accept is
 1, and so is typing the suggestion's first line out by hand, or typing its start and then
 going on differently; a suggestion the user passed over without typing any of it is 0,
@@ -446,7 +446,7 @@ class Gate:
         """A suggestion was passed over before it could be read: no label (module doc)."""
         self.metrics.count("gate.unseen")
 
-    def outcome(self, f: Features, accepted: bool) -> None:
+    def learn(self, f: Features, accepted: bool) -> None:
         """What the user did with a suggestion that was shown (module doc, "Labels")."""
         self.metrics.count("gate.accepted" if accepted else "gate.rejected")
         self.model.learn(f, accepted)

@@ -52,7 +52,7 @@ class StreamLauncher:
         on_update: UpdateSink,
         on_end: Callable[[InflightStream], None],
     ) -> None:
-        self.up = upstream
+        self.upstream = upstream
         self.docs = docs
         self.slots = slots
         self.prefetch = prefetch
@@ -68,16 +68,16 @@ class StreamLauncher:
 
     def start(self, doc: DocSession, req: Request) -> InflightStream:
         """Start the upstream stream for ``req`` (a loader when the backend is cold)."""
-        st = self.up.settings
+        st = self.upstream.settings
         s = InflightStream(
             req.uri, req.ctx, req.doc_prefix, req.doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines
         )
-        s.local = self.up.local_backend()
+        s.local = self.upstream.local_backend()
         self.docs.give_way(doc)
-        if self.up.backend_cold():
+        if self.upstream.backend_cold():
             self.cold.mark(s)
             self.metrics.count("sched.loader_streams")
-        elif not s.local and not self.cold.running() and self.up.backend_silent():
+        elif not s.local and not self.cold.running() and self.upstream.backend_silent():
             # A cloud that has sent nothing yet: its model may be waking (coldstart.py).
             self.cold.mark(s, waking=True)
             self.metrics.count("sched.waking_streams")
@@ -90,8 +90,8 @@ class StreamLauncher:
     async def _run_in_slot(
         self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None], waking: bool
     ) -> StreamEnd:
-        async with self.slots.user(self.up.settings.max_concurrent_streams, self.prefetch.cancel_all):
-            return await self.up.run_stream(ctx, filt, on_delta, waking=waking)
+        async with self.slots.user(self.upstream.settings.max_concurrent_streams, self.prefetch.cancel_all):
+            return await self.upstream.run_stream(ctx, filt, on_delta, waking=waking)
 
     def start_after_load(self, doc: DocSession, req: Request) -> None:
         """Once the running model load has its first text (or ends), start ``req``'s own
@@ -100,7 +100,7 @@ class StreamLauncher:
         ``req``); its suggestion goes out as updates."""
 
         async def later() -> None:
-            await self.cold.wait(req, lambda: self.up.backend_cold() or self.cold.waking(), self.metrics)
+            await self.cold.wait(req, lambda: self.upstream.backend_cold() or self.cold.waking(), self.metrics)
             if doc.latest is not req or req.superseded.is_set():
                 return
             loader = self.cold.stream

@@ -110,7 +110,7 @@ class Prefetcher:
         cache: CompletionCache | None,
         on_end: Callable[[InflightStream], None],
     ) -> None:
-        self.up = upstream
+        self.upstream = upstream
         self._docs = docs
         self.slots = slots
         self.metrics = metrics
@@ -147,14 +147,14 @@ class Prefetcher:
 
     def speculate(self, uri: str, doc_prefix: str, doc_suffix: str, language: str, why: str) -> None:
         """Start a prefetch at the speculated document text, if the budget allows."""
-        st = self.up.settings
+        st = self.upstream.settings
         doc = self._docs.get(uri)
         if doc is None or not st.prefetch_enabled:
             return
-        if self.up.backend_limited():
+        if self.upstream.backend_limited():
             self.metrics.count("prefetch.skipped_limited")  # the user's own requests first
             return
-        if self.up.backend_busy():
+        if self.upstream.backend_busy():
             self.metrics.count("prefetch.skipped_load")  # a shared engine under load (load.py)
             return
         if doc.stream is not None and doc.stream.covers(doc_prefix, doc_suffix):
@@ -169,7 +169,7 @@ class Prefetcher:
         if live >= st.prefetch_max_concurrent or (self.slots.active_user + live >= st.max_concurrent_streams - 1):
             self.metrics.count("prefetch.skipped_busy")
             return
-        ctx = self.up.make_context(doc_prefix, doc_suffix, language)
+        ctx = self.upstream.make_context(doc_prefix, doc_suffix, language)
         if ctx is None:
             return
         prompt = tokens.count(ctx.prefix) + tokens.count(ctx.suffix)
@@ -188,9 +188,9 @@ class Prefetcher:
 
     def budget(self) -> TokenBudget:
         """The rolling token budget for the backend kind the next stream goes to."""
-        st = self.up.settings
+        st = self.upstream.settings
         per_min = st.prefetch_tokens_per_min or (
-            LOCAL_TOKENS_PER_MIN if self.up.local_backend() else CLOUD_TOKENS_PER_MIN
+            LOCAL_TOKENS_PER_MIN if self.upstream.local_backend() else CLOUD_TOKENS_PER_MIN
         )
         if self._budget is None or self._budget.per_min != per_min:
             self._budget = TokenBudget(per_min)
@@ -198,12 +198,12 @@ class Prefetcher:
 
     async def _run(self, ctx: CompletionContext, filt: StreamFilter, on_delta: Callable[[], None]) -> StreamEnd:
         if self._cache is not None:
-            hit = await self._cache.lookup(self.up.cache_key(ctx))
+            hit = await self._cache.lookup(self.upstream.cache_key(ctx))
             if hit is not None and hit.typed == 0:
                 self.metrics.count("prefetch.skipped_cached")
                 return StreamEnd.CACHED
         async with self.slots.prefetch():
-            return await self.up.run_stream(ctx, filt, on_delta)
+            return await self.upstream.run_stream(ctx, filt, on_delta)
 
     def _ended(self, s: InflightStream, reserved: list[float], prompt: int) -> None:
         generated = tokens.count(s.filter.raw) if s.filter.raw else 0

@@ -2,7 +2,7 @@
 (``window.py``) and the cost model fitted to them.
 
 **Measurements.** After each stream on a warm backend (not one loading its model) one
-sample is recorded (``outcome.py``, ``ContextBudget.observe``): the prompt tokens the
+sample is recorded (``stream_record.py``, ``ContextBudget.observe``): the prompt tokens the
 backend had to evaluate (``new_tokens``), all prompt tokens, and the TTFT in ms. A llama.cpp engine
 keeps the KV cache of the prompt beginning it saw last, so the new tokens are those
 after the longest beginning shared with the previous prompt sent to the same backend

@@ -50,7 +50,7 @@ class Request:
     t0: float = field(default_factory=time.perf_counter)
     waited_s: float = 0.0  # time spent awaiting the debounce or the backend (not sidecar work)
     upstream_s: float = 0.0  # time spent streaming, where the pipeline counts it apart (naive)
-    place: Any = None  # the LSP surface's note of where the text goes
+    placement: object = None  # the LSP surface's note of where the text goes (lsp/inline.py ItemPlacement)
     trace_id: str = ""
     # Whether the client renders ``sidecar/inlineCompletionUpdate`` (it said so at
     # ``initialize``). A client that does not gets only complete lines: no stub answer.

@@ -71,7 +71,7 @@ class Scheduler:
         cache: CompletionCache | None = None,
         gate: Gate | None = None,
     ) -> None:
-        self.up = upstream
+        self.upstream = upstream
         self.gate = gate if gate is not None else Gate(metrics, enabled=False)
         self._cache = cache
         self.metrics = metrics
@@ -81,7 +81,7 @@ class Scheduler:
         self.acceptance = Acceptance(metrics, self.gate)
         self.prefetch = Prefetcher(upstream, self.docs.by_uri, self.slots, metrics, cache, self._stream_ended)
         self._send_update = on_update
-        self.streams = StreamLauncher(
+        self.launcher = StreamLauncher(
             upstream,
             self.docs,
             self.slots,
@@ -90,7 +90,7 @@ class Scheduler:
             on_update=self._on_update,
             on_end=self._stream_ended,
         )
-        self.streams.judge_for = self._judge_for
+        self.launcher.judge_for = self._judge_for
 
     # ------------------------------------------------------------------ document events
     def keystroke(self, uri: str) -> None:
@@ -108,7 +108,7 @@ class Scheduler:
     def close_all(self) -> None:
         """Close every running stream (a backend switch or shutdown), loaders included."""
         self.docs.close_all(self.prefetch.drop)
-        self.streams.close()
+        self.launcher.close()
 
     def active_streams(self) -> int:
         return len(self.docs.running())
@@ -131,10 +131,10 @@ class Scheduler:
         # 2-5. Reuse, cache, debounce, stream: within the request deadline.
         try:
             try:
-                async with asyncio.timeout_at(request_deadline(req, self.up.settings.request_timeout_ms)):
+                async with asyncio.timeout_at(request_deadline(req, self.upstream.settings.request_timeout_ms)):
                     answer = await self._find_answer(doc, req)
             except TimeoutError:
-                answer = doc.at_deadline(req, self.up, self.streams)
+                answer = doc.at_deadline(req, self.upstream, self.launcher)
         except asyncio.CancelledError:
             doc.cancelled(req)
             raise
@@ -154,7 +154,7 @@ class Scheduler:
                 judge = functools.partial(self._judge_update, req, answer)
         # 7. Follow-up: updates, then speculation.
         if answer is not None and doc.latest is req:
-            self.streams.after_answer(doc, req, answer, judge)
+            self.launcher.after_answer(doc, req, answer, judge)
         return answer
 
     async def _find_answer(self, doc: DocSession, req: Request) -> Answer | None:
@@ -164,38 +164,40 @@ class Scheduler:
         if got is not None:
             return got
         reused = await doc.reuse(
-            req, ttft_ms=self.up.recent_ttft_ms(), first_line_deadline_ms=self.up.settings.first_line_deadline_ms
+            req,
+            ttft_ms=self.upstream.recent_ttft_ms(),
+            first_line_deadline_ms=self.upstream.settings.first_line_deadline_ms,
         )
         if reused is not NoStream.MISS:
             return reused
         # 3. Cache.
         if self._cache is not None:
-            got = await from_cache(self._cache, self.up.cache_key(req.ctx), req, self.metrics)
+            got = await from_cache(self._cache, self.upstream.cache_key(req.ctx), req, self.metrics)
             if got is not None or req.superseded.is_set():
                 return got
         # 4. Debounce, then the cold-start gate.
-        st = self.up.settings
+        st = self.upstream.settings
         wait = debounce_ms(
             invoked=req.invoked,
             cadence_ms=doc.cadence.interval_ms(),
             line_prefix=req.ctx.line_prefix,
             line_suffix=req.ctx.line_suffix,
-            ttft_ms=self.up.recent_ttft_ms(),
+            ttft_ms=self.upstream.recent_ttft_ms(),
             floor_ms=st.debounce_min_ms,
-            ceiling_ms=max(st.debounce_min_ms, ceiling_ms(st.debounce_max_ms, self.up.local_backend())),
+            ceiling_ms=max(st.debounce_min_ms, ceiling_ms(st.debounce_max_ms, self.upstream.local_backend())),
         )
         self.metrics.observe("debounce", wait)
         if wait > 0 and await superseded_within(req, wait / 1000):
             return None
         if req.superseded.is_set():
             return None
-        await self.streams.cold.wait(req, self.up.backend_cold, self.metrics)
+        await self.launcher.cold.wait(req, self.upstream.backend_cold, self.metrics)
         if req.superseded.is_set():
             return None
         # 5. Stream, and answer per the answer policy.
-        s = self.streams.start(doc, req)
+        s = self.launcher.start(doc, req)
         followed = await follow(
-            req, s, "", first_line_deadline_ms=self.up.settings.first_line_deadline_ms, metrics=self.metrics
+            req, s, "", first_line_deadline_ms=self.upstream.settings.first_line_deadline_ms, metrics=self.metrics
         )
         return None if followed is NoStream.DIVERGED else followed
 
@@ -232,7 +234,7 @@ class Scheduler:
         if s.aborted:
             self.metrics.count("sched.streams_ended.aborted")
         if self._cache is not None:
-            store_stream(self._cache, self.up.cache_key(s.ctx), s, self.metrics)
+            store_stream(self._cache, self.upstream.cache_key(s.ctx), s, self.metrics)
 
     def snapshot(self) -> dict[str, Any]:
         """Runtime figures for ``sidecar.stats``: documents, running streams (with where

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,11 +25,13 @@ from ..metrics import Metrics
 from ..providers import is_local
 from . import tokens
 from .cache import CompletionCache
+from .context import CompletionContext
 from .context_budget import ContextBudget
 from .crossfile import CrossFileContext
 from .gate import Gate
 from .naive import NaivePipeline
 from .reports import Reports
+from .request import Answer, Request
 from .retention import RetentionTracker
 from .scheduler import Scheduler
 from .stream import StreamDeps, StreamRunner
@@ -81,19 +84,19 @@ class CompletionService:
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
         self.cache = CompletionCache.from_settings(settings)
-        self.contexts = ContextBudget(lambda: self.settings, self._target, self.metrics, crossfile)
-        self.streams = StreamRunner(
+        self.context_budget = ContextBudget(lambda: self.settings, self._target, self.metrics, crossfile)
+        self.runner = StreamRunner(
             StreamDeps(
                 settings=lambda: self.settings,
                 target=self._target,
                 record=lambda target, err: self.backend.record(target, err),
                 metrics=self.metrics,
                 reports=self.reports,
-                contexts=self.contexts,
+                context_budget=self.context_budget,
                 spare_connection=self._spare_connection,
             )
         )
-        self.upstream = BackendUpstream(self.streams, self.contexts)  # the scheduler's Upstream
+        self.upstream = BackendUpstream(self.runner, self.context_budget)  # the scheduler's Upstream
         cache = self.cache
         self.gate = Gate(
             self.metrics,
@@ -111,7 +114,7 @@ class CompletionService:
             cache=self.cache,
             gate=self.gate,
         )
-        self._naive = NaivePipeline(self.streams, self.metrics)
+        self._naive = NaivePipeline(self.runner, self.metrics)
         # Accepted-and-retained characters, read from the editor's text (``text_of``).
         self.retention = RetentionTracker(
             self.metrics, text_of, horizons_s=(settings.retained_short_s, settings.retained_long_s)
@@ -179,7 +182,7 @@ class CompletionService:
         self.scheduler.close_all()
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
-        self.streams.reset()
+        self.runner.reset()
         self.reports.reset()
         self._spawn(previous.aclose())
         await self.start()
@@ -214,14 +217,14 @@ class CompletionService:
         """A change of ``uri``: it feeds the typing cadence (debounce); a pooled connection
         idle near its keep-alive expiry is re-opened (no handshake on the next request)."""
         self.scheduler.keystroke(uri)
-        self.contexts.typed(uri)
+        self.context_budget.typed(uri)
         if self.backend.idle_for_s() > KEEPALIVE_EXPIRY_S * 0.9:
             self._prewarm()
 
     def close_document(self, uri: str) -> None:  # its request, stream and prefetch end
         self.scheduler.close_document(uri)
         self.retention.closed(uri)
-        self.contexts.forget(uri)
+        self.context_budget.forget(uri)
 
     def _persist_gate(self) -> None:
         """The gate learned: store its model (one write in flight at a time)."""
@@ -229,6 +232,34 @@ class CompletionService:
             self._gate_write = asyncio.ensure_future(self.gate.persist())
             self._bg.add(self._gate_write)
             self._gate_write.add_done_callback(self._bg.discard)
+
+    def context_for(
+        self, text: str, offset: int, language: str, uri: str, cursor_line: int, *, menu_item: bool = False
+    ) -> CompletionContext:
+        """The windows for a request at ``offset`` (characters) of the document ``text``
+        (``uri``, cursor on 0-based ``cursor_line``), cut for the backend the next stream
+        goes to, with snippets of the other open documents (context_budget.py).
+        ``menu_item``: the text holds a completion-menu item at the cursor (its line is
+        not the document's). Raises NotCompletable when there is nothing to complete."""
+        ctx = self.context_budget.cut(text, offset, language, cursor_line=None if menu_item else cursor_line, uri=uri)
+        return self.context_budget.add_crossfile(ctx, uri, cursor_line)
+
+    async def complete(self, req: Request) -> Answer | None:
+        """Answer ``req`` (the scheduler, or naive.py's baseline), and time it: time to
+        suggestion from ``req.t0``, and the sidecar's own share (ms). None: nothing to show."""
+        answer = await self.pipeline().request(req)
+        if answer is None:
+            return None
+        self.metrics.count(f"answers.{answer.source}")
+        handler_ms = (time.perf_counter() - req.t0) * 1000
+        self.metrics.observe("time_to_suggestion", handler_ms)
+        # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
+        self.metrics.observe("sidecar_overhead", max(0.0, handler_ms - (req.upstream_s + req.waited_s) * 1000))
+        return answer
+
+    def shown(self, item_id: str, req: Request, text: str) -> None:
+        """``text`` went to the editor as item ``item_id`` for ``req`` (acceptance.py)."""
+        self.pipeline().shown(item_id, req, text)
 
     def pipeline(self) -> Scheduler | NaivePipeline:
         """What answers the next request: the scheduler, or ``naive.py`` (a ``Request`` in,
@@ -259,7 +290,7 @@ class CompletionService:
     def _wire(self, backend: Backend) -> None:
         """Route a managed engine's restart notices to the log channel and its model loads
         to progress reports."""
-        for b in backend.sides():
+        for b in backend.all_backends():
             b.notify = self._on_log
             b.progress = self._on_progress
         backend.on_local_error = self.reports.error  # auto mode's background engine starts

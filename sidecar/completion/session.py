@@ -132,7 +132,7 @@ class DocSession:
         return NoStream.MISS
 
     # ------------------------------------------------------------------ deadline
-    def at_deadline(self, req: Request, up: Upstream, launcher: StreamLauncher) -> Answer | None:
+    def at_deadline(self, req: Request, upstream: Upstream, launcher: StreamLauncher) -> Answer | None:
         """The answer of a request whose deadline passed: what its stream has. A stream
         that still helps keeps running and the request gets updates; one that does not
         is closed (module doc, 2)."""
@@ -140,7 +140,7 @@ class DocSession:
         if self.latest is not req or req.superseded.is_set():
             return None
         s = self.stream
-        if (s is None or s.done) and (up.backend_cold() or launcher.cold.waking()):
+        if (s is None or s.done) and (upstream.backend_cold() or launcher.cold.waking()):
             if launcher.cold.running():
                 # It waited for another document's model load all along: its own stream
                 # starts once the model is loaded, its suggestion following as an update.

@@ -7,7 +7,7 @@ builds the request (``prompts/``, ``healing/``), streams the deltas through the
 un-healer into the postprocessing filter until the filter says stop, the stream ends or
 the deadline passes, and records the outcome: errors (``reports.py``: one message per
 cause), the auto-mode breaker (``Backend.record``), and what it measured
-(``outcome.py``).
+(``stream_record.py``).
 
 Until its first text a stream gets the deadline ``warm.py`` gives it (longer on a
 backend that may be loading its model or evaluating a long prompt); then
@@ -32,10 +32,10 @@ from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, R
 from . import healing
 from .context import CompletionContext
 from .dialects import dialect_for
-from .outcome import StreamOutcome, record_outcome
 from .postprocess import StreamFilter
 from .prompts import build_request, choose_strategy
 from .prompts.eol import line_break_lift
+from .stream_record import StreamRecord, record_stream
 from .warm import WarmBackends, warm_key_of
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class StreamDeps:
     record: Callable[[Backend, BackendError | None], None]  # the auto-mode breaker: ``Backend.record``
     metrics: Metrics
     reports: Reports  # one message per cause, slowness
-    contexts: ContextBudget  # the window budget's and load's samples
+    context_budget: ContextBudget  # the window budget's and load's samples
     spare_connection: Callable[[], None]  # open a spare connection after a socket was closed
 
 
@@ -83,15 +83,15 @@ class StreamRunner:
     def _build(
         self, ctx: CompletionContext, strategy: str, target: Backend, model: str
     ) -> tuple[healing.HealingPlan, str, UpstreamRequest]:
-        """``(healing plan, line-break lift, UpstreamRequest)`` for ``ctx`` sent with
+        """``(healing plan, the lifted line break (prompts/eol.py), UpstreamRequest)`` for ``ctx`` sent with
         ``strategy`` to ``target``."""
         s = self.deps.settings()
         plan = healing.plan_for(ctx, api=target.api, strategy=strategy) if s.token_healing else healing.NO_HEALING
         # At the end of a finished line the prompt ends with the line break, and the
         # filter gets it back before the first delta (prompts/eol.py).
-        lift = line_break_lift(ctx, strategy) if not plan.heal else ""
+        line_break = line_break_lift(ctx, strategy) if not plan.heal else ""
         req = build_request(
-            dataclasses.replace(ctx, prefix=ctx.prefix + lift) if lift else ctx,
+            dataclasses.replace(ctx, prefix=ctx.prefix + line_break) if line_break else ctx,
             strategy,
             api=target.api,
             model=model,
@@ -106,7 +106,7 @@ class StreamRunner:
         ):
             # Token log-probabilities for the confidence gate (gate.py) and cut (postprocess/confidence.py).
             req.body["logprobs"] = 1 if req.endpoint == "completions" else True
-        return plan, lift, req
+        return plan, line_break, req
 
     async def run(
         self,
@@ -115,13 +115,13 @@ class StreamRunner:
         on_delta: Callable[[], None] | None = None,
         *,
         waking: bool = False,
-    ) -> StreamOutcome:
+    ) -> StreamRecord:
         """Stream one upstream completion for ``ctx`` into ``filt`` until the filter says
         stop, the stream ends, or ``request_timeout_ms`` passes; call ``on_delta()`` after
         each piece of text. A model that refuses native FIM is retried once per strategy.
 
         Upstream errors are reported (one message per cause) and returned in
-        ``StreamOutcome.error``; never raises BackendError. Raises
+        ``StreamRecord.error``; never raises BackendError. Raises
         ``asyncio.CancelledError`` when cancelled, after closing the upstream stream.
         """
         t0 = time.perf_counter()
@@ -130,7 +130,7 @@ class StreamRunner:
         target = svc.target()
         model = target.model
         rejected = self._rejected.setdefault(model, set())
-        out = StreamOutcome(info=StreamInfo())
+        out = StreamRecord(info=StreamInfo())
         if target.engine is not None and not target.ready:
             # A managed engine still starting runs its warm-up on this request's prompt,
             # which it then has in its KV cache (ManagedEngine.wait_ready).
@@ -160,7 +160,7 @@ class StreamRunner:
         deadline_ms = self.warm.first_text_deadline_ms(target, s, waking=waking)
         for _attempt in range(3):
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
-            plan, lift, req = self._build(ctx, strategy, target, model)
+            plan, line_break, req = self._build(ctx, strategy, target, model)
             unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
             req.read_timeout_s = deadline_ms / 1000
             out.info = info = StreamInfo()
@@ -194,8 +194,8 @@ class StreamRunner:
                             if unheal.mismatch:  # a candidate that does not continue the cursor's word
                                 svc.metrics.count("heal.mismatch")
                                 break
-                            if lift and delta:
-                                delta, lift = lift + delta, ""
+                            if line_break and delta:
+                                delta, line_break = line_break + delta, ""
                             stop = filt.feed(delta)
                             if on_delta is not None:
                                 on_delta()
@@ -228,7 +228,7 @@ class StreamRunner:
                 svc.metrics.count("upstream.cancelled")
                 # The engine saw this prompt (its KV cache holds what it evaluated): count
                 # its prefill and remember it as the last prompt; no latency sample.
-                svc.contexts.observe(target, req, info, record=False)
+                svc.context_budget.observe(target, req, info, record=False)
                 # Closing a stream mid-way closes its socket (HTTP/1.1); open a spare one
                 # now so the next request does not pay for a TCP and TLS handshake.
                 svc.spare_connection()
@@ -239,7 +239,14 @@ class StreamRunner:
         if cooldown is not None and info.headers_at:
             cooldown.success()
         svc.record(target, None)
-        record_outcome(
-            out, filt, target, req, was_warm=was_warm, metrics=svc.metrics, reports=svc.reports, contexts=svc.contexts
+        record_stream(
+            out,
+            filt,
+            target,
+            req,
+            was_warm=was_warm,
+            metrics=svc.metrics,
+            reports=svc.reports,
+            context_budget=svc.context_budget,
         )
         return out

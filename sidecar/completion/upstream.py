@@ -31,9 +31,9 @@ class BackendUpstream:
     settings, the backend the next stream goes to and the metrics are the runner's
     (``StreamDeps``)."""
 
-    def __init__(self, runner: StreamRunner, contexts: ContextBudget) -> None:
+    def __init__(self, runner: StreamRunner, context_budget: ContextBudget) -> None:
         self.runner = runner
-        self.contexts = contexts
+        self.context_budget = context_budget
         self._settings: Callable[[], Settings] = runner.deps.settings
         self._target: Callable[[], Backend] = runner.deps.target
         self._metrics: Metrics = runner.deps.metrics
@@ -63,7 +63,7 @@ class BackendUpstream:
 
     def make_context(self, doc_prefix: str, doc_suffix: str, language: str) -> CompletionContext | None:
         """Windows for a speculated document, cut as a real request's would be."""
-        return self.contexts.make_context(doc_prefix, doc_suffix, language)
+        return self.context_budget.make_context(doc_prefix, doc_suffix, language)
 
     def cache_key(self, ctx: CompletionContext) -> CacheKey:
         """The cache key of a context on the backend and model the next stream would use."""
@@ -104,4 +104,4 @@ class BackendUpstream:
     def backend_busy(self) -> bool:
         """True while the backend the next stream would use answers markedly slower than
         its idle level (``load.py``): speculative prefetch waits, prompts shrink."""
-        return self.contexts.busy()
+        return self.context_budget.busy()

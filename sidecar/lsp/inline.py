@@ -107,14 +107,9 @@ async def inline_completion(
         replace_range = selected.range
 
     try:
-        ctx = service.contexts.cut(
-            text,
-            offset,
-            doc.language_id or "",
-            cursor_line=pos.line if selected is None else None,
-            uri=params.text_document.uri,
+        ctx = service.context_for(
+            text, offset, doc.language_id or "", params.text_document.uri, pos.line, menu_item=selected is not None
         )
-        ctx = service.contexts.add_crossfile(ctx, params.text_document.uri, pos.line)
     except NotCompletable as exc:
         log.info("no completion: %s", exc)
         service.metrics.count("not_completable")
@@ -128,25 +123,19 @@ async def inline_completion(
         doc_prefix=_normalize(text[:offset], ctx.eol),
         doc_suffix=_normalize(text[offset:], ctx.eol),
         invoked=invoked,
-        place=LspPlace(replace_range, lead, encoding, ctx.eol),
+        placement=ItemPlacement(replace_range, lead, encoding, ctx.eol),
         t0=t0,
         updates=ls.client_updates,
     )
-    pipeline = service.pipeline()  # the scheduler, or the naive baseline (completion/naive.py)
-    answer = await pipeline.request(req)
+    answer = await service.complete(req)
     if answer is None:
         return None
-    service.metrics.count(f"answers.{answer.source}")
     item_id = f"c{next(_item_ids)}"
-    handler_ms = (time.perf_counter() - t0) * 1000
-    service.metrics.observe("time_to_suggestion", handler_ms)
-    # Time spent in the sidecar itself: all but waiting on the backend and the debounce.
-    service.metrics.observe("sidecar_overhead", max(0.0, handler_ms - (req.upstream_s + req.waited_s) * 1000))
-    pipeline.shown(item_id, req, answer.text)
+    service.shown(item_id, req, answer.text)
     return types.InlineCompletionList(items=[_item(answer.text, lead, replace_range, ctx.eol, encoding, item_id)])
 
 
-class LspPlace:
+class ItemPlacement:
     """Where a request's text goes in the editor (for update notifications)."""
 
     def __init__(self, replace_range: types.Range, lead: str, encoding: str, eol: str) -> None:
@@ -179,17 +168,20 @@ def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int)
     """``sidecar/inlineCompletionUpdate``: the growing suggestion of the document's latest
     request. ``version`` is the LSP document version the request was made at, ``seq``
     counts updates of that request from 1, ``items`` is empty when nothing is left."""
-    place: LspPlace = req.place
+    placement = req.placement
+    assert isinstance(placement, ItemPlacement)  # inline_completion set it on every request it made
     items = []
     if text:
-        item = _item(text, place.lead, place.range, place.eol, place.encoding, update_item_id(req.id, seq))
+        item = _item(
+            text, placement.lead, placement.range, placement.eol, placement.encoding, update_item_id(req.id, seq)
+        )
         items.append(ls.protocol.to_json(item))
     ls.protocol.notify(
         NOTIFY_UPDATE,
         {
             "uri": req.uri,
             "version": req.version,
-            "position": {"line": place.range.end.line, "character": place.range.end.character},
+            "position": {"line": placement.range.end.line, "character": placement.range.end.character},
             "requestId": req.id,
             "seq": seq,
             "items": items,

@@ -13,7 +13,7 @@ server imports it to find the model it loads.
 
 from .catalog import CATALOG, ModelEntry, PyPIParts, UnknownModel, get
 from .gguf import GgufError, GgufInfo, check_gguf, read_header
-from .pullbase import PullError, PullProgress
+from .pull_common import PullError, PullProgress
 from .store import installed_path, models_dir, pull, remove
 
 __all__ = [

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import CatalogError, ModelEntry, UnknownModel, entries, get
-from .pullbase import PullError, PullProgress
+from .pull_common import PullError, PullProgress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

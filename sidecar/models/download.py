@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import httpx2 as httpx
 
 from .. import __version__
-from .pullbase import RESUME_HINT, Meter, PullError
+from .pull_common import RESUME_HINT, Meter, PullError
 
 INDEX_ENV = "SIDECAR_MODEL_INDEX_URL"
 DEFAULT_INDEX = "https://pypi.org/simple"

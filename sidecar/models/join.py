@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .pullbase import Meter, PullError
+from .pull_common import Meter, PullError
 
 CHUNK = 1 << 20  # bytes
 MEMBER_RE = re.compile(r"^([A-Za-z0-9_]+)/data/part(\d+)\.bin$")

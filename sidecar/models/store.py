@@ -30,7 +30,7 @@ import platformdirs
 
 from .catalog import ModelEntry
 from .gguf import GgufError, check_gguf
-from .pullbase import Meter, PullError, PullProgress
+from .pull_common import Meter, PullError, PullProgress
 
 MODELS_DIR_ENV = "SIDECAR_MODELS_DIR"
 DISK_MARGIN = 64 << 20  # bytes kept free beyond what a pull writes

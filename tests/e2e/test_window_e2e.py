@@ -26,15 +26,15 @@ async def test_service_records_samples_from_real_streams_and_a_fast_backend_keep
             text = "".join(f"value_{i} = compute({i}, {i * 7})\n" for i in range(400))
             for n in range(5):
                 cut = len(text) - 20 + n  # the same document, one more character each time
-                ctx = build_context(text[:cut], cut, "python", *svc.contexts.windows())
-                out = await svc.streams.run(ctx, StreamFilter(ctx))
+                ctx = build_context(text[:cut], cut, "python", *svc.context_budget.windows())
+                out = await svc.runner.run(ctx, StreamFilter(ctx))
                 assert out.error is None
-            budget = next(iter(svc.contexts._windows.values()))
+            budget = next(iter(svc.context_budget._windows.values()))
             samples = list(budget.samples)
             # The first stream made the backend warm; the rest were recorded, each with
             # only the tail after the shared beginning as new tokens.
             assert len(samples) == 4
             assert all(x.new_tokens < x.total_tokens / 4 and x.total_tokens > 900 for x in samples), samples
-            assert svc.contexts.windows() == (1024, 256)
+            assert svc.context_budget.windows() == (1024, 256)
         finally:
             await svc.aclose()

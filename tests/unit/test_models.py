@@ -20,7 +20,7 @@ from sidecar import cli
 from sidecar.models import catalog, gguf, store
 from sidecar.models.catalog import entry_from_dict
 from sidecar.models.cli import ProgressLine
-from sidecar.models.pullbase import PullError, PullProgress
+from sidecar.models.pull_common import PullError, PullProgress
 from support.model_index import FIM, IndexServer, make_gguf, publish_model
 
 

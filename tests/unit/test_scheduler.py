@@ -170,7 +170,7 @@ async def test_divergence_closes_the_stream_and_starts_another():
 async def test_request_deadline_answers_null_and_frees_the_stalled_stream():
     st = Settings(debounce_min_ms=0, debounce_max_ms=0, prefetch_enabled=False, request_timeout_ms=200)
     sched, up, _ = make(st)
-    sched.up.local = False  # a cloud: silence is a stall
+    sched.upstream.local = False  # a cloud: silence is a stall
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     ans = await sched.request(request(DOC, AT))  # the fake upstream never sends anything
@@ -292,7 +292,7 @@ async def test_the_scheduler_waits_the_backends_debounce_ceiling(local, setting,
     monkeypatch.setattr(scheduler, "superseded_within", wait)
     st = Settings(debounce_min_ms=0, debounce_max_ms=setting, prefetch_enabled=False)
     sched, up, _ = make(st)
-    sched.up.local = local
+    sched.upstream.local = local
     text = DOC[:AT] + "va" + DOC[AT:]
     req = request(text, AT + 2)
     for t in (0.0, 1000.0, 2000.0):

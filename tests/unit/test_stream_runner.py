@@ -81,7 +81,7 @@ def make(backend: FakeBackend, **settings):
         record=lambda t, e: recorded.append(e),
         metrics=metrics,
         reports=reports,
-        contexts=ContextBudget(lambda: st, lambda: backend, metrics),
+        context_budget=ContextBudget(lambda: st, lambda: backend, metrics),
         spare_connection=lambda: spares.append(1),
     )
     return StreamRunner(deps), metrics, errors, recorded, spares

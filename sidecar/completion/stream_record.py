@@ -1,5 +1,5 @@
-"""How one upstream stream went (``StreamOutcome``), and what it measured, recorded
-once it is over (``record_outcome``): the window budget's and load's samples
+"""How one upstream stream went (``StreamRecord``), and what it measured, recorded
+once it is over (``record_stream``): the window budget's and load's samples
 (``context_budget.py``), TTFT and stream time, tokens generated, slowness
 (``reports.py``), and one log line. See docs/architecture.md.
 """
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class StreamOutcome:
+class StreamRecord:
     """How one upstream stream went. Times in milliseconds."""
 
     info: StreamInfo
@@ -37,8 +37,8 @@ class StreamOutcome:
     deadline_hit: bool = False
 
 
-def record_outcome(
-    out: StreamOutcome,
+def record_stream(
+    out: StreamRecord,
     filt: StreamFilter,
     target: Backend,
     req: UpstreamRequest,
@@ -46,7 +46,7 @@ def record_outcome(
     was_warm: bool,
     metrics: Metrics,
     reports: Reports,
-    contexts: ContextBudget,
+    context_budget: ContextBudget,
 ) -> None:
     """Record what the stream ``out`` (of ``req`` to ``target``, into ``filt``) measured.
     Only a stream to a backend that was warm before it gives latency samples (a cold
@@ -55,7 +55,7 @@ def record_outcome(
     t_end = time.perf_counter()
     if info.phases > 1:
         metrics.count("heal.two_phase")
-    contexts.observe(target, req, info, record=was_warm and not out.deadline_hit)
+    context_budget.observe(target, req, info, record=was_warm and not out.deadline_hit)
     log.info(
         "upstream stream ended",
         extra={
@@ -78,7 +78,7 @@ def record_outcome(
         metrics.observe("upstream_ttft", info.ttft_ms)
         reports.latency(info, target, metrics.recent("upstream_ttft")[-20:])
         if was_warm:  # a cold backend's first TTFT includes its model load
-            contexts.observe_load(target, info.ttft_ms)
+            context_budget.observe_load(target, info.ttft_ms)
     metrics.observe("upstream_stream", out.upstream_ms)
     metrics.count("upstream.malformed_events", info.malformed_events)
     generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None
