@@ -3,7 +3,8 @@
 - **Windows** (``windows``): the prefix/suffix token windows, the latency budget's
   choice for that backend and model (``window.py``, fed by ``observe`` after each
   stream), at most the settings', and halved while the backend is busy
-  (``load.windows_under_load``, fed by ``observe_load``).
+  (``load.windows_under_load``; ``load.LoadTracker`` says busy, from each warm
+  stream's time to first token: ``stream_record.py``).
 - **Other files** (``add_crossfile``): snippets of the other open documents
   (``crossfile/``) under ``crossfile_tokens``; none while the backend is busy.
 - **Speculated documents** (``make_context``): cut exactly as a real request's would be,
@@ -15,7 +16,6 @@ See docs/architecture.md ("What the model sees").
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from ..backends.engine_start import warmup_prompt
 from ..providers import is_local
 from . import crossfile, load, tokens, window
 from .context import CompletionContext, NotCompletable, build_context
+from .load import LoadTracker, backend_key
 from .prompt_cost import prompt_text
 from .prompts.eol import line_break_lift
 
@@ -51,9 +52,12 @@ def _warmup_tokens(engine: ManagedEngine) -> int:
 
 
 class ContextBudget:
-    """Window budgets and load per backend and model, and the server's open documents
-    (``crossfile``: the LSP surface's, None without one). ``settings()`` gives the live
-    settings, ``target()`` the backend the next stream goes to."""
+    """Cuts the windows for the backend the next stream goes to (``target()``), under
+    the live ``settings()``: the window budget per backend and model is its own; whether
+    that backend is busy comes from ``load_tracker`` (``load.LoadTracker``), whether a
+    document is being typed in from ``typing(uri)`` (the scheduler's cadence), and the
+    other open documents' snippets from ``crossfile`` (the LSP surface's, None without
+    one)."""
 
     def __init__(
         self,
@@ -61,36 +65,17 @@ class ContextBudget:
         target: Callable[[], Backend],
         metrics: Metrics,
         crossfile: crossfile.CrossFileContext | None = None,
+        *,
+        load_tracker: LoadTracker | None = None,
+        typing: Callable[[str], bool] | None = None,
     ) -> None:
         self._settings = settings
         self._target = target
         self.metrics = metrics
         self.crossfile = crossfile
+        self.load = load_tracker if load_tracker is not None else LoadTracker(target)
+        self._typing_in = typing or (lambda _uri: False)
         self._windows: dict[str, window.WindowBudget] = {}  # per backend and model
-        self._load: dict[str, load.BackendLoad] = {}  # TTFT history per backend and model
-        self._typed_at: dict[str, float] = {}  # uri -> time.monotonic() of its last change
-
-    @staticmethod
-    def _key(target: Backend) -> str:
-        return f"{target.provider}:{target.name}:{target.model}"
-
-    def busy(self) -> bool:
-        """The backend the next stream goes to answers markedly slower than its idle
-        level (``load.py``). Never the managed engine: that child process serves this
-        sidecar alone, so a slow answer there is one of our own prompts, which the window
-        budget already prices. Read as load, it halved the windows, which broke the prompt
-        beginning the engine had cached and made the next answers slower still (typing
-        benchmark, 0.5B on 2 cores: windows halved 39-70 times in a 400-key run, prefill
-        p90 274-403 tokens against 52 without)."""
-        target = self._target()
-        if target.engine is not None:
-            return False
-        tracker = self._load.get(self._key(target))
-        return bool(tracker is not None and tracker.busy)
-
-    def observe_load(self, target: Backend, ttft_ms: float) -> None:
-        """One warm stream's time to first token (ms) on ``target``."""
-        self._load.setdefault(self._key(target), load.BackendLoad()).observe(ttft_ms)
 
     def make_context(
         self, doc_prefix: str, doc_suffix: str, language: str, uri: str | None = None
@@ -105,13 +90,6 @@ class ContextBudget:
             return None
         uri = uri or (self.crossfile.focus if self.crossfile else None)
         return self.add_crossfile(ctx, uri, doc_prefix.count("\n")) if uri else ctx
-
-    def typed(self, uri: str) -> None:
-        """``uri`` changed (a key): requests there are typing for a while (``cut``)."""
-        self._typed_at[uri] = time.monotonic()
-
-    def forget(self, uri: str) -> None:
-        self._typed_at.pop(uri, None)
 
     def cut(
         self, text: str, offset: int, language: str, cursor_line: int | None = None, uri: str | None = None
@@ -147,11 +125,9 @@ class ContextBudget:
         return ctx
 
     def _typing(self, uri: str | None) -> bool:
-        """A change in ``uri`` within ``TYPING_S`` (no ``uri``: a speculation, typing)."""
-        if uri is None:
-            return True
-        at = self._typed_at.get(uri)
-        return at is not None and time.monotonic() - at < TYPING_S
+        """A change in ``uri`` within ``TYPING_S`` (``typing(uri)``, the scheduler's
+        cadence of the document; no ``uri``: a speculation, typing)."""
+        return True if uri is None else self._typing_in(uri)
 
     def windows(self) -> tuple[int, int]:
         """``(prefix_tokens, suffix_tokens)`` to cut now: the latency budget's choice for
@@ -159,7 +135,7 @@ class ContextBudget:
         halved while that backend is busy (``load.windows_under_load``)."""
         s = self._settings()
         b = self._target()
-        budget = self._windows.setdefault(self._key(b), window.WindowBudget())
+        budget = self._windows.setdefault(backend_key(b), window.WindowBudget())
         engine = b.engine
         target = window.target_ms(s.target_ttft_ms, is_local(b.provider))
         if engine is not None and target > 0 and budget.prior_ms_per_token is None:
@@ -175,7 +151,7 @@ class ContextBudget:
                     window.WindowBudget.suffix_levels(s.suffix_tokens)[0],
                 )
         pre, suf = budget.windows(s.prefix_tokens, s.suffix_tokens, target)
-        busy = self.busy()
+        busy = self.load.busy()
         if busy:
             self.metrics.count("context.shrunk_load")
         return load.windows_under_load(pre, suf, busy)
@@ -185,7 +161,7 @@ class ContextBudget:
         give the window budget one latency sample: the prompt tokens the engine had to
         evaluate (after the beginning shared with the previous prompt, or llama-server's
         own ``cache_n``) and the TTFT."""
-        budget = self._windows.setdefault(self._key(target), window.WindowBudget())
+        budget = self._windows.setdefault(backend_key(target), window.WindowBudget())
         text = prompt_text(req.body)
         new = budget.new_text(text)
         total = tokens.count(text)
@@ -211,7 +187,7 @@ class ContextBudget:
         if cf is None:
             return ctx
         limit = crossfile.budget(self._settings().crossfile_tokens, is_local(self._target().provider))
-        if self.busy():
+        if self.load.busy():
             return ctx  # a busy shared engine gets no other files' snippets (load.py)
         snippets = cf.select(uri, cursor_line, ctx.prefix, ctx.suffix, limit)
         if not snippets:

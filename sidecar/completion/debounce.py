@@ -72,6 +72,10 @@ class Cadence:
                 self._gaps.append(gap)
         self._last_ms = now_ms
 
+    def typed_within(self, now_ms: float, window_ms: float) -> bool:
+        """A change was recorded less than ``window_ms`` before monotonic time ``now_ms``."""
+        return self._last_ms is not None and now_ms - self._last_ms < window_ms
+
     def interval_ms(self) -> float:
         """Median recent interval, or ``DEFAULT_INTERVAL_MS`` with fewer than 2 samples."""
         if len(self._gaps) < 2:

@@ -29,6 +29,11 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
 
 HISTORY = 100
 RECENT = 8
@@ -93,3 +98,36 @@ class BackendLoad:
         if self._busy:
             return recent > IDLE_FACTOR * base
         return recent > BUSY_FACTOR * base and recent - base > BUSY_MIN_EXTRA_MS
+
+
+def backend_key(target: Backend) -> str:
+    """What the per-backend figures (load, window budgets) are kept under: provider,
+    backend name and model."""
+    return f"{target.provider}:{target.name}:{target.model}"
+
+
+class LoadTracker:
+    """A :class:`BackendLoad` per backend and model, and whether the backend the next
+    stream goes to (``target()``) is busy."""
+
+    def __init__(self, target: Callable[[], Backend]) -> None:
+        self._target = target
+        self._load: dict[str, BackendLoad] = {}
+
+    def observe(self, target: Backend, ttft_ms: float) -> None:
+        """One warm stream's time to first token (ms) on ``target``."""
+        self._load.setdefault(backend_key(target), BackendLoad()).observe(ttft_ms)
+
+    def busy(self) -> bool:
+        """The backend the next stream goes to answers markedly slower than its idle
+        level. Never the managed engine: that child process serves this sidecar alone, so
+        a slow answer there is one of our own prompts, which the window budget already
+        prices. Read as load, it halved the windows, which broke the prompt beginning the
+        engine had cached and made the next answers slower still (typing benchmark, 0.5B
+        on 2 cores: windows halved 39-70 times in a 400-key run, prefill p90 274-403
+        tokens against 52 without)."""
+        target = self._target()
+        if target.engine is not None:
+            return False
+        tracker = self._load.get(backend_key(target))
+        return bool(tracker is not None and tracker.busy)

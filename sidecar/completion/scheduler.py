@@ -97,6 +97,11 @@ class Scheduler:
         """Record a change of ``uri`` for the typing-cadence estimate."""
         self.docs.get(uri).cadence.keystroke(time.monotonic() * 1000)
 
+    def typed_within(self, uri: str, seconds: float) -> bool:
+        """``uri`` changed less than ``seconds`` ago (its typing cadence)."""
+        doc = self.docs.by_uri.get(uri)
+        return doc is not None and doc.cadence.typed_within(time.monotonic() * 1000, seconds * 1000)
+
     def close_document(self, uri: str) -> None:
         """``uri`` was closed: its request is superseded, its streams close."""
         self.docs.close(uri, self.prefetch.drop)

@@ -26,7 +26,7 @@ from ..providers import is_local
 from . import tokens
 from .cache import CompletionCache
 from .context import CompletionContext
-from .context_budget import ContextBudget
+from .context_budget import TYPING_S, ContextBudget
 from .crossfile import CrossFileContext
 from .gate import Gate
 from .naive import NaivePipeline
@@ -84,7 +84,13 @@ class CompletionService:
         self.backend = build_backend(settings, self._on_switch)
         self._wire(self.backend)
         self.cache = CompletionCache.from_settings(settings)
-        self.context_budget = ContextBudget(lambda: self.settings, self._target, self.metrics, crossfile)
+        self.context_budget = ContextBudget(
+            lambda: self.settings,
+            self._target,
+            self.metrics,
+            crossfile,
+            typing=lambda uri: self.scheduler.typed_within(uri, TYPING_S),
+        )
         self.runner = StreamRunner(
             StreamDeps(
                 settings=lambda: self.settings,
@@ -217,14 +223,12 @@ class CompletionService:
         """A change of ``uri``: it feeds the typing cadence (debounce); a pooled connection
         idle near its keep-alive expiry is re-opened (no handshake on the next request)."""
         self.scheduler.keystroke(uri)
-        self.context_budget.typed(uri)
         if self.backend.idle_for_s() > KEEPALIVE_EXPIRY_S * 0.9:
             self._prewarm()
 
     def close_document(self, uri: str) -> None:  # its request, stream and prefetch end
         self.scheduler.close_document(uri)
         self.retention.closed(uri)
-        self.context_budget.forget(uri)
 
     def _persist_gate(self) -> None:
         """The gate learned: store its model (one write in flight at a time)."""

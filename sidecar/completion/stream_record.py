@@ -78,7 +78,7 @@ def record_stream(
         metrics.observe("upstream_ttft", info.ttft_ms)
         reports.latency(info, target, metrics.recent("upstream_ttft")[-20:])
         if was_warm:  # a cold backend's first TTFT includes its model load
-            context_budget.observe_load(target, info.ttft_ms)
+            context_budget.load.observe(target, info.ttft_ms)
     metrics.observe("upstream_stream", out.upstream_ms)
     metrics.count("upstream.malformed_events", info.malformed_events)
     generated = info.usage.get("completion_tokens") if isinstance(info.usage.get("completion_tokens"), int) else None

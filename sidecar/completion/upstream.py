@@ -104,4 +104,4 @@ class BackendUpstream:
     def backend_busy(self) -> bool:
         """True while the backend the next stream would use answers markedly slower than
         its idle level (``load.py``): speculative prefetch waits, prompts shrink."""
-        return self.context_budget.busy()
+        return self.context_budget.load.busy()

@@ -93,7 +93,7 @@ class SidecarServer(LanguageServer):
         else:
             self.load_progress.end(message)
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def report_server_error(self, error: Exception, source: object) -> None:
         """Log protocol-level garbage (malformed notifications and the like) to stderr; an
         editor popup for it would only confuse the user."""
         log.warning("ignored a message the server could not handle: %s", error)
@@ -243,7 +243,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             await ls.service.aclose()
 
     @server.command(CMD_ACCEPT)
-    def on_accept(ls: SidecarServer, *args: Any) -> None:
+    def on_accept(ls: SidecarServer, *args: object) -> None:
         """Arguments: ``[item id, accepted UTF-16 units]``; a client that reports a partial
         accept sends fewer units than the item's text has."""
         if ls.service is None:
@@ -260,10 +260,10 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         ls.service.accepted(item_id, units)
 
     @server.feature(NOTIFY_SHOWN)
-    def on_shown(ls: SidecarServer, params: Any) -> None:
+    def on_shown(ls: SidecarServer, params: object) -> None:
         """``{"id": item id}``: the editor displayed that item (docs/editors.md). A
         malformed notification is logged and dropped (a notification has no reply)."""
-        item_id = getattr(params, "id", None) if params is not None else None
+        item_id = _field(params, "id")
         if not isinstance(item_id, str):
             log.warning('%s: params must be {"id": item id}, got %s', NOTIFY_SHOWN, echo(params))
             return
@@ -271,11 +271,11 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             ls.service.displayed(item_id)
 
     @server.command(CMD_STATS)
-    async def on_stats(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+    async def on_stats(ls: SidecarServer, *_args: object) -> dict[str, Any]:
         return await stats_payload(ls)
 
     @server.command(CMD_SET_MODE)
-    async def on_set_mode(ls: SidecarServer, *args: Any) -> dict[str, Any]:
+    async def on_set_mode(ls: SidecarServer, *args: object) -> dict[str, Any]:
         mode = args[0] if args else None
         if mode not in ("cloud", "local", "auto"):
             # -32602, and one warning line (SidecarProtocol._send_handler_result): a
@@ -285,17 +285,27 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
         return await switch_mode(ls, mode)
 
     @server.command(CMD_TOGGLE_LOCAL)
-    async def on_toggle(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+    async def on_toggle(ls: SidecarServer, *_args: object) -> dict[str, Any]:
         current = ls.settings().resolved_mode
         return await switch_mode(ls, "cloud" if current == "local" else "local")
 
     @server.command(CMD_CLEAR_CACHE)
-    async def on_clear_cache(ls: SidecarServer, *_args: Any) -> dict[str, Any]:
+    async def on_clear_cache(ls: SidecarServer, *_args: object) -> dict[str, Any]:
         if ls.service is None or ls.service.cache is None:
             return {"cleared": 0, "enabled": False}
         return {"cleared": await ls.service.clear_cache(), "enabled": True}
 
     return server
+
+
+def _field(params: object, name: str) -> object:
+    """A field of a custom notification's params (None when absent): pygls 2.1 hands
+    them over as a namedtuple, another caller may pass a dict."""
+    if isinstance(params, dict):
+        return params.get(name)
+    if isinstance(params, tuple) and name in getattr(params, "_fields", ()):
+        return params[params._fields.index(name)]  # type: ignore[attr-defined]  # a namedtuple
+    return None
 
 
 def _open_text(ls: SidecarServer, uri: str) -> str | None:

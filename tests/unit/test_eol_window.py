@@ -20,8 +20,10 @@ def budget(suffix_tokens=256):
     # A cloud backend with a 64-token suffix budget: the windows are the settings'.
     settings = dataclasses.replace(Settings(), suffix_tokens=suffix_tokens)
     target = SimpleNamespace(provider="openai", name="x", model="m", engine=None)
-    b = ContextBudget(lambda: settings, lambda: target, Metrics())
+    typed: set[str] = set()  # documents being typed in (the scheduler's cadence, in the product)
+    b = ContextBudget(lambda: settings, lambda: target, Metrics(), typing=lambda uri: uri in typed)
     b.windows = lambda: (512, 64)  # what the latency budget chose
+    b.typed = typed.add  # the test's keystroke
     return b
 
 

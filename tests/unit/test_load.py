@@ -67,14 +67,12 @@ def test_the_managed_engine_is_never_busy():
     the windows must not halve (that broke the engine's cached prompt beginning)."""
     from types import SimpleNamespace
 
-    from sidecar.completion.context_budget import ContextBudget
-    from sidecar.config import Settings
-    from sidecar.metrics import Metrics
+    from sidecar.completion.load import LoadTracker
 
     shared = SimpleNamespace(provider="openai", name="vLLM at x", model="m", engine=None)
     managed = SimpleNamespace(provider="local", name="local engine", model="m", engine=object())
     for target, expected in ((shared, True), (managed, False)):
-        budget = ContextBudget(lambda: Settings(), lambda t=target: t, Metrics())
+        tracker = LoadTracker(lambda t=target: t)
         for ttft in [100.0] * 20 + [900.0] * 8:
-            budget.observe_load(target, ttft)
-        assert budget.busy() is expected
+            tracker.observe(target, ttft)
+        assert tracker.busy() is expected
