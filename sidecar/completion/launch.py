@@ -1,4 +1,4 @@
-"""Starting a document's user stream, and what follows its answer (steps 5 and 6 of
+"""Starting a document's user stream, and what follows its answer (steps 5 and 7 of
 ``scheduler.py``).
 
 - **Start** (``StreamLauncher.start``): one stream per document (the session closed

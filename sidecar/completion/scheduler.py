@@ -1,4 +1,6 @@
-"""Keystroke scheduling, in the order a request meets it (``Scheduler.request``):
+"""Keystroke scheduling, in the order a request meets it (``Scheduler.request``). First
+the document's last suggestion gets its label for the gate (``acceptance.moved_on``:
+typed, or passed over); then:
 
 1. **Supersede** (``DocSession.supersede``): the document's previous request is answered
    at once with what it has.
@@ -10,13 +12,16 @@
 5. **Stream** (one per document, at most ``max_concurrent_streams``: ``launch.py``,
    ``slots.py``) and **answer** per the answer policy (``answer.py``). Steps 2-5 run
    within the request deadline: every request is answered within ``request_timeout_ms``
-   of its arrival (``DocSession.at_deadline``); a cancelled one closes its stream unless
-   a newer request joins it (``DocSession.cancelled``).
+   of its arrival (``DocSession.at_deadline``, which may itself start a stream or its
+   updates and answer nothing now: steps 6 and 7 then come with the updates); a
+   cancelled one closes its stream unless a newer request joins it
+   (``DocSession.cancelled``).
 6. **Gate** (``gate.py``, when on): an answer it holds back leaves as nothing and
    nothing is speculated on it; an answer with no text yet is judged on the first text
    its updates would show.
-7. **Follow-up** (``launch.StreamLauncher.after_answer``): updates (``updates.py``)
-   while the stream runs; then speculate (``prefetch.py``).
+7. **Follow-up** (``launch.StreamLauncher.after_answer``), for the document's latest
+   request only: updates (``updates.py``) while the stream runs; then speculate
+   (``prefetch.py``).
 
 When a stream dies, and who decides, is ``session.py``. docs/architecture.md has the
 reasons.

@@ -15,25 +15,34 @@ backend's error. Everything else that ends one is decided here, or named here:
    on (typed something the stream does not agree with, moved the cursor, edited after
    it), or the stream is stalled (:func:`stalled`): closed at once.
 2. **Its request's deadline** (:meth:`DocSession.at_deadline`): it runs on if it still
-   helps (the request gets updates): a loader (the model is loading), a stream with
-   text, or a local engine still reading the prompt (``KEPT``); else it is closed. A
-   request that waited for another place's model load gets its own stream once the
-   model is loaded (``launch.StreamLauncher.start_after_load``, which closes what that
-   load made useless).
+   helps: a loader (the model is loading), a stream with text, or a local engine still
+   reading the prompt (``KEPT``); the request gets updates from it, or, for a client
+   without updates, nothing now and the stream answers its next request. Else it is
+   closed.
 3. **A cancelled request** (:meth:`DocSession.cancelled`): closed ``CANCEL_GRACE_S``
    later unless a newer request came (it may join the stream).
 4. **Another document's stream starts** (:meth:`DocSessions.give_way`): a ``KEPT``
    prompt evaluation in another document gives way to the stream a user waits for now.
 5. **The document closes, the backend changes, shutdown** (:meth:`DocSessions.close`,
-   :meth:`DocSessions.close_all`, the latter forcing loaders); a cache clear forgets
-   finished streams (:meth:`DocSessions.forget_finished`).
+   :meth:`DocSessions.close_all`, the latter forcing loaders; ``ColdStart.close``, through
+   ``launch.StreamLauncher.close``, forces the running loader whichever document it
+   serves); a cache clear forgets finished streams (:meth:`DocSessions.forget_finished`).
 6. **A prefetch** (``prefetch.py``): dropped when the user went elsewhere, when a new
    speculation replaces it, or when a user stream needs its slot; one that came true
-   becomes the document's stream.
-7. **A cloud's waking loader** nobody asked for any more: closed once its first text
-   comes (``launch.StreamLauncher``).
+   becomes the document's stream, and the stream it replaces is closed
+   (:meth:`DocSession.replace_stream`).
+7. **A model load is over** (``launch.StreamLauncher.start_after_load``, for a request
+   that waited for it): the loader is adopted when it matches the request, else closed
+   if it has text for a place the user left; the document's own stream that does not
+   match is closed, and the request gets a stream of its own.
+8. **A cloud's waking loader** nobody asked for: closed 50 ms after its first text
+   comes, if no request adopted it meanwhile (``launch.StreamLauncher``).
 
-A loader is spared from 1-4 and 6 before its first text (``InflightStream.close``
+A ``close()`` that returns False closed nothing: the stream was over, or it is a loader
+without text (spared, below). ``task.cancel()`` elsewhere in ``launch.py`` cancels update
+and waiting tasks, never a stream.
+
+A loader is spared from 1-4, 6 and 7 before its first text (``InflightStream.close``
 refuses without ``force``): closing it would make the engine drop the model load.
 """
 
