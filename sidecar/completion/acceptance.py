@@ -2,8 +2,9 @@
 where the next line starts when an accept ends one (for speculative prefetch).
 
 An accept arrives as the ``sidecar.acceptCompletion`` command with the item's id and, for
-a partial accept (a word or a line), how many UTF-16 code units of it were taken (LSP
-positions count UTF-16 by default). A client that reports what it displayed sends the
+a partial accept (a word or a line), how much of it was taken so far from the item's
+start (the LSP surface turns the editor's code units into characters of the
+suggestion: ``lsp/inline.py`` ``HandedOut``). A client that reports what it displayed sends the
 ``sidecar/didShowCompletion`` notification with the item's id (docs/editors.md).
 
 One suggestion may reach the editor as several items: its answer, its streamed updates,
@@ -17,7 +18,9 @@ Counters (characters are Python characters, i.e. code points):
 (suggestions with any accept, once each), ``accepts.full`` and ``accepts.partial`` (accept
 commands that took the whole item shown, or part of it), ``accepted_chars`` with
 ``accepted_chars.full`` and ``accepted_chars.partial``, ``tokens.accepted``,
-``accepted_repeat``, ``accepted_unknown``, ``displayed_unknown``. See docs/architecture.md
+``accepted.displayed`` (accepted suggestions the editor reported displayed: the rate's
+numerator), ``accepted_repeat``, ``accepted_nothing``, ``accepted_unknown``,
+``displayed_unknown``. See docs/architecture.md
 and docs/operations.md.
 """
 
@@ -95,8 +98,10 @@ class Acceptance:
         # Suggestions the gate was told about: a rest shown after a partial accept is not
         # labelled again.
         self._labelled: OrderedDict[int, None] = OrderedDict()
-        # What was taken of each accepted item so far (a word-by-word accept goes on).
-        self._taken: OrderedDict[str, str] = OrderedDict()
+        # What was taken so far from each start of a suggestion (the items of one request,
+        # its answer and its updates, start at the same place): a word-by-word accept goes
+        # on, and a second item of the same start counts only what it adds.
+        self._taken: OrderedDict[tuple[int, str], str] = OrderedDict()
         # Requests whose suggestion was counted as shown (by its answer or an update): once.
         self._counted: OrderedDict[int, None] = OrderedDict()
         #: Called with ``(uri, doc_prefix, taken, eol)`` for each accept that took text
@@ -197,6 +202,8 @@ class Acceptance:
             return
         if _once(self._displayed, rec.suggestion):
             self.metrics.count("suggestions.displayed")
+            if rec.suggestion in self._accepted:  # the accept came first
+                self.metrics.count("accepted.displayed")
 
     def _label(self, item_id: str, accepted: bool) -> None:
         """Tell the gate what became of the open suggestion ``item_id`` (once). Any item
@@ -253,31 +260,41 @@ class Acceptance:
             self.gate.learn(rec.features, accepted)
 
     def accepted(self, item_id: str, chars: int | None) -> tuple[str, str, str, str] | None:
-        """Count the accept of ``item_id`` (``chars`` UTF-16 units of it, or all).
+        """Count the accept of ``item_id``: ``chars`` characters of it (taken so far from
+        its start), or all of it.
 
         Returns ``(uri, doc_prefix, doc_suffix, language)`` of the document as it will be
         once the user is on the next line, when the whole suggestion was taken and nothing
         follows it on its line (the next line is worth speculating); else None. An id
         that was never shown, or was forgotten (``MAX_SHOWN``), counts only as
-        ``accepted_unknown``: the acceptance rate counts what can be traced back."""
+        ``accepted_unknown``: the acceptance rate counts what can be traced back. An
+        accept that took nothing counts only as ``accepted_nothing``."""
         rec = self._shown.get(item_id)
         if rec is None:
             self.metrics.count("accepted_unknown")
             return None
         text = rec.text
-        taken = take_units(text, chars) if chars is not None else text
-        before = self._taken.get(item_id)
+        taken = text[: max(0, chars)] if chars is not None else text
+        if not taken:
+            self.metrics.count("accepted_nothing")
+            return None
+        start = (rec.suggestion, rec.doc_prefix)
+        before = self._taken.get(start)
         if before is not None and (len(taken) <= len(before) or not taken.startswith(before)):
-            # The same item again, taking nothing more: the client repeated itself.
+            # Nothing more from this start: the client repeated itself, or another item
+            # of the same start took no further.
             self.metrics.count("accepted_repeat")
             return None
         if _once(self._accepted, rec.suggestion):
             self.metrics.count("accepted")
+            if rec.suggestion in self._displayed:
+                self.metrics.count("accepted.displayed")
         self._label(item_id, True)  # the gate: some of it was right (a partial accept too)
-        self._taken[item_id] = taken
+        self._taken[start] = taken
+        self._taken.move_to_end(start)
         while len(self._taken) > MAX_SHOWN:
             self._taken.popitem(last=False)
-        # A word-by-word accept of one item goes on: only what it adds counts.
+        # A word-by-word accept goes on: only what it adds counts.
         added = taken[len(before or "") :]
         kind = "full" if taken == text else "partial"
         self.metrics.count(f"accepts.{kind}")
@@ -308,13 +325,3 @@ def _once(seen: OrderedDict[int, None], key: int) -> bool:
 def _first_line(text: str) -> str:
     body = text[1:] if text.startswith("\n") else text
     return ("\n" if text.startswith("\n") else "") + body.split("\n", 1)[0]
-
-
-def take_units(text: str, units: int) -> str:
-    """The start of ``text`` that is ``units`` UTF-16 code units long."""
-    n = 0
-    for i, ch in enumerate(text):
-        if n >= units:
-            return text[:i]
-        n += 2 if ord(ch) > 0xFFFF else 1
-    return text

@@ -271,7 +271,7 @@ class CompletionService:
         return self._naive if self.settings.scheduling == "naive" else self.scheduler
 
     def accepted(self, item_id: str, chars: int | None) -> None:
-        """The editor accepted ``item_id`` (``chars`` UTF-16 units of it, or all)."""
+        """The editor accepted ``item_id`` (``chars`` characters of it taken so far, or all)."""
         nxt = self.scheduler.acceptance.accepted(item_id, chars)
         if nxt is not None:  # it ended a line: speculate the next one (acceptance.py)
             self.scheduler.prefetch.speculate(*nxt, "next_line")

@@ -21,8 +21,10 @@ async def completion_stats(service: CompletionService) -> dict[str, Any]:
     c = snap["counters"]
     shown = c.get("suggestions.shown", 0)
     displayed = c.get("suggestions.displayed", 0)
-    # The rate is over what the editor displayed where it reports that, else over answers.
+    # The rate is over what the editor displayed where it reports that (accepts of
+    # suggestions it reported displayed), else over answers.
     basis = displayed if displayed else shown
+    taken = c.get("accepted.displayed", 0) if displayed else c.get("accepted", 0)
     snap["acceptance"] = {
         "shown": shown,  # answered with a suggestion (once per request)
         "displayed": displayed,  # reported displayed by the editor (once per suggestion)
@@ -34,7 +36,7 @@ async def completion_stats(service: CompletionService) -> dict[str, Any]:
         "partial_chars": c.get("accepted_chars.partial", 0),
         # Accept commands for an item never shown or long forgotten: not in the rate.
         "unknown": c.get("accepted_unknown", 0),
-        "rate": (c.get("accepted", 0) / basis) if basis else None,
+        "rate": (taken / basis) if basis else None,
         "rate_of": "displayed" if displayed else "shown",
         # Accepted characters still in the document at each horizon (completion/retention.py).
         "retained": retention.summary(c),

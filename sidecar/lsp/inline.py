@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types
@@ -39,6 +40,46 @@ if TYPE_CHECKING:
 
 #: Ids of the items handed to the editor (``sidecar.acceptCompletion`` names one).
 _item_ids = itertools.count(1)
+#: Items handed out lately, by id: what the editor inserts for each, to read an accept's
+#: units back (the oldest are forgotten first; acceptance.py keeps as many).
+MAX_ITEMS = 256
+
+
+class HandedOut:
+    """The items handed to the editor lately: for each, the text the editor inserts
+    (``insertText``: a completion-menu item's lead, then the suggestion with the
+    document's line breaks) and the position encoding its units are counted in."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, tuple[str, int, str, str]] = OrderedDict()
+
+    def add(self, item_id: str, insert_text: str, lead: str, eol: str, encoding: str) -> None:
+        self._items[item_id] = (insert_text, len(lead), eol, encoding)
+        while len(self._items) > MAX_ITEMS:
+            self._items.popitem(last=False)
+
+    def taken_chars(self, item_id: str, units: int) -> int | None:
+        """How many characters of the suggestion (``\n`` line breaks, no menu lead) an
+        accept of ``units`` code units of item ``item_id``'s ``insertText`` took, in the
+        position encoding the item was handed out in (LSP §Position): the editor counts
+        what it inserted. None for an item not handed out here (or forgotten)."""
+        rec = self._items.get(item_id)
+        if rec is None:
+            return None
+        insert_text, lead_chars, eol, encoding = rec
+        n = 0
+        end = len(insert_text)
+        for i, ch in enumerate(insert_text):
+            if n >= units:
+                end = i
+                break
+            n += units_of(ch, encoding)
+        taken = insert_text[lead_chars:end]
+        if eol != "\n":
+            if eol == "\r\n" and taken.endswith("\r"):
+                taken = taken[:-1]  # half a line break: not taken yet
+            taken = taken.replace(eol, "\n")
+        return len(taken)
 
 
 class InlineServer(Protocol):
@@ -46,6 +87,7 @@ class InlineServer(Protocol):
 
     service: CompletionService | None
     client_updates: bool  # the client renders NOTIFY_UPDATE
+    handed_out: HandedOut  # the items handed out lately, to read accepts back
 
     @property
     def workspace(self) -> Workspace: ...
@@ -132,7 +174,9 @@ async def inline_completion(
         return None
     item_id = f"c{next(_item_ids)}"
     service.shown(item_id, req, answer.text)
-    return types.InlineCompletionList(items=[_item(answer.text, lead, replace_range, ctx.eol, encoding, item_id)])
+    item = _item(answer.text, lead, replace_range, ctx.eol, encoding, item_id)
+    ls.handed_out.add(item_id, item.insert_text if isinstance(item.insert_text, str) else "", lead, ctx.eol, encoding)
+    return types.InlineCompletionList(items=[item])
 
 
 class ItemPlacement:
@@ -155,11 +199,13 @@ def _item(
     insert = lead + text
     if eol != "\n":
         insert = insert.replace("\n", eol)
+    # The units are the whole insertText's, in the negotiated position encoding: what the
+    # editor counts when it reports a partial accept (HandedOut.taken_chars).
     return types.InlineCompletionItem(
         insert_text=insert,
         range=replace_range,
         command=types.Command(
-            title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(text, encoding)]
+            title="Accept suggestion", command=CMD_ACCEPT, arguments=[item_id, units_of(insert, encoding)]
         ),
     )
 
@@ -172,8 +218,14 @@ def send_update(ls: InlineServer, req: Request, text: str, done: bool, seq: int)
     assert isinstance(placement, ItemPlacement)  # inline_completion set it on every request it made
     items = []
     if text:
-        item = _item(
-            text, placement.lead, placement.range, placement.eol, placement.encoding, update_item_id(req.id, seq)
+        item_id = update_item_id(req.id, seq)
+        item = _item(text, placement.lead, placement.range, placement.eol, placement.encoding, item_id)
+        ls.handed_out.add(
+            item_id,
+            item.insert_text if isinstance(item.insert_text, str) else "",
+            placement.lead,
+            placement.eol,
+            placement.encoding,
         )
         items.append(ls.protocol.to_json(item))
     ls.protocol.notify(

@@ -72,6 +72,10 @@ def dispatch(server: Any, obj: Any) -> None:
         if code is not None:
             send_error(protocol, msg_id, code, f"Invalid Request: {why}")
         return
+    if isinstance(obj, dict) and "id" not in obj and "params" not in obj:
+        # JSON-RPC 2.0 §4.1: a notification may omit its params; pygls' generic
+        # notification type (custom methods such as sidecar/didShowCompletion) needs the key.
+        obj = {**obj, "params": None}
     try:
         message = protocol.structure_message(obj)
         protocol.handle_message(message)

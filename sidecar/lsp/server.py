@@ -29,7 +29,7 @@ from ..observability.redact import redact
 from . import client_log
 from .commands import stats_payload, switch_mode, write_stats_forever
 from .documents import encoding_name
-from .inline import CMD_ACCEPT, NOTIFY_SHOWN, inline_completion, send_update
+from .inline import CMD_ACCEPT, NOTIFY_SHOWN, HandedOut, inline_completion, send_update
 from .negotiation import client_renders_updates, without_updates_option
 from .positions import offset_at
 from .progress import LoadProgress
@@ -69,6 +69,7 @@ class SidecarServer(LanguageServer):
         self.crossfile = CrossFileContext(lambda: self.workspace.text_documents, lambda: self.workspace.root_path)
         self.exporter: object | None = None  # the Prometheus endpoint, when prometheus_port is set
         self.stats_task: asyncio.Task[None] | None = None  # write_stats_forever
+        self.handed_out = HandedOut()  # the items handed out lately (inline.py), to read accepts back
 
     # -------------------------------------------------------------- helpers
     def settings(self) -> Settings:
@@ -244,23 +245,29 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.command(CMD_ACCEPT)
     def on_accept(ls: SidecarServer, *args: object) -> None:
-        """Arguments: ``[item id, accepted UTF-16 units]``; a client that reports a partial
-        accept sends fewer units than the item's text has."""
+        """Arguments: ``[item id, units taken]``: the code units (in the negotiated
+        position encoding, UTF-16 by default) of the item's ``insertText`` taken so far
+        from its start; a client that reports a partial accept sends fewer than the
+        item's command carries. They become characters of the suggestion here
+        (``inline.HandedOut``)."""
         if ls.service is None:
             return
         item_id = args[0] if args and isinstance(args[0], str) else ""
         units = args[1] if len(args) > 1 else None
         if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units < 0):
             log.warning(
-                "sidecar.acceptCompletion: the accepted length must be a count of UTF-16 units "
+                "sidecar.acceptCompletion: the accepted length must be a count of code units "
                 "(an integer >= 0), got %s; counted as a whole accept",
                 echo(units),
             )
             units = None
-        ls.service.accepted(item_id, units)
+        chars = ls.handed_out.taken_chars(item_id, units) if units is not None else None
+        if units is not None and chars is None:
+            chars = units  # an item not handed out here: acceptance counts it as unknown
+        ls.service.accepted(item_id, chars)
 
     @server.feature(NOTIFY_SHOWN)
-    def on_shown(ls: SidecarServer, params: object) -> None:
+    def on_shown(ls: SidecarServer, params: object = None) -> None:
         """``{"id": item id}``: the editor displayed that item (docs/editors.md). A
         malformed notification is logged and dropped (a notification has no reply)."""
         item_id = _field(params, "id")

@@ -19,7 +19,7 @@ import httpx2 as httpx
 import pytest
 from lsprotocol import types
 
-from conftest import inline_params, open_doc, sidecar, sidecar_env
+from conftest import client_capabilities, inline_params, open_doc, sidecar, sidecar_env
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(120)
@@ -159,3 +159,75 @@ async def test_a_new_suggestion_elsewhere_counts_again_and_bad_notifications_are
     assert snap["counters"].get("displayed_unknown") == 1
     assert again == SUGGESTION
     assert not errors, errors
+
+
+# ---------------------------------------------------------------- what a careless client sends
+# Cases a hostile run found (each failed before its fix): the counts stay what a careful
+# engineer expects, and the session serves on.
+
+
+async def test_two_items_of_one_start_share_their_running_total(tmp_path, sim):
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT)
+        whole, text, answer = await ask(client, 1, 4)
+        assert text == SUGGESTION and whole != answer.command.arguments[0]
+        # The first line's item, then the whole suggestion's update item, same start.
+        await cmd(client, "sidecar.acceptCompletion", answer.command.arguments[0], 5)
+        await cmd(client, "sidecar.acceptCompletion", whole, 9)
+        await cmd(client, "sidecar.acceptCompletion", whole, len(SUGGESTION))
+        acc = (await cmd(client, "sidecar.stats"))["acceptance"]
+    assert (acc["accepted"], acc["partial"], acc["full"]) == (1, 2, 1), acc
+    assert (acc["partial_chars"], acc["accepted_chars"]) == (9, len(SUGGESTION)), acc
+
+
+async def test_an_accept_of_nothing_counts_nothing_and_the_rate_stays_at_most_one(tmp_path, sim):
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT + "\n\n")
+        first, _, _ = await ask(client, 1, 4)
+        other, _, _ = await ask(client, 3, 0)
+        client.protocol.notify(SHOWN, {"id": first})
+        await cmd(client, "sidecar.acceptCompletion", first, 0)  # took nothing
+        snap = await cmd(client, "sidecar.stats")
+        await cmd(client, "sidecar.acceptCompletion", first)
+        await cmd(client, "sidecar.acceptCompletion", other)  # never reported displayed
+        after = await cmd(client, "sidecar.stats")
+    acc = snap["acceptance"]
+    assert acc["accepted"] == 0 and acc["accepted_chars"] == 0 and acc["rate"] == 0.0, acc
+    assert snap["counters"].get("accepted_nothing") == 1
+    acc = after["acceptance"]
+    assert acc["displayed"] == 1 and acc["accepted"] == 2 and acc["rate"] == 1.0, acc
+
+
+async def test_units_count_the_items_insert_text_in_the_negotiated_encoding(tmp_path, sim):
+    # A CRLF document: the item carries "\r\n" breaks, and Accept Line takes the first line
+    # with its break (11 units of insertText): 10 characters of the suggestion, not 11.
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT.replace("\n", "\r\n"))
+        item, text, _ = await ask(client, 1, 4)
+        assert text == SUGGESTION.replace("\n", "\r\n")
+        await cmd(client, "sidecar.acceptCompletion", item, 11)
+        acc = (await cmd(client, "sidecar.stats"))["acceptance"]
+    assert (acc["partial"], acc["partial_chars"]) == (1, 10), acc
+    # A client that negotiated UTF-32: the item's own command is a whole accept.
+    sim.set_responder(lambda body: 'x = "\U0001f600\U0001f600"')
+    caps = client_capabilities()
+    caps.general.position_encodings = [types.PositionEncodingKind.Utf32]
+    async with sidecar(env_for(tmp_path / "utf32", sim), capabilities=caps) as client:
+        open_doc(client, URI, "def f():\n    \n")
+        r = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, 1, 4)), 20)
+        item = r.items[0]
+        await cmd(client, item.command.command, *item.command.arguments)
+        acc = (await cmd(client, "sidecar.stats"))["acceptance"]
+    assert item.command.arguments[1] == 8
+    assert (acc["full"], acc["partial"], acc["full_chars"]) == (1, 0, 8), acc
+
+
+async def test_a_notification_without_params_is_dropped_quietly(tmp_path, sim, capfd):
+    async with sidecar(env_for(tmp_path, sim)) as client:
+        open_doc(client, URI, TEXT)
+        client.protocol._send_data({"jsonrpc": "2.0", "method": SHOWN})  # params may be omitted
+        _, text, _ = await ask(client, 1, 4)
+        acc = (await cmd(client, "sidecar.stats"))["acceptance"]
+    assert text == SUGGESTION and acc["displayed"] == 0
+    err = capfd.readouterr().err  # the server's stderr (its log)
+    assert "sidecar/didShowCompletion: params must be" in err and "unable to handle a message" not in err, err[-2000:]
