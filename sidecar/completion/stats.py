@@ -44,6 +44,6 @@ async def completion_stats(service: CompletionService) -> dict[str, Any]:
     }
     snap["gate"] = service.gate.summary()
     snap["prefetch"] = {k.split(".", 1)[1]: v for k, v in c.items() if k.startswith("prefetch.")}
-    snap["status"] = service.status("ready")
+    snap["status"] = service.status(service.health)
     snap["runtime"] = {**service.scheduler.snapshot(), "busy_connections": service.backend.busy_connections()}
     return snap

@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
-from ..backends.errors import BackendError
+from ..backends.errors import USER_MUST_ACT, BackendError
 from ..completion.crossfile import CrossFileContext
 from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, config_file_path, normalize, refused_base_url, settle
@@ -79,7 +79,7 @@ class SidecarServer(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"sidecar: {redact(message)}"))
 
     def on_backend_error(self, err: BackendError) -> None:
-        error = err.permanent or err.kind in ("bad_key", "model_not_found", "engine", "engine_missing")
+        error = err.permanent or err.kind in USER_MUST_ACT
         self.show(types.MessageType.Error if error else types.MessageType.Warning, err.message)
 
     def log_notice(self, message: str) -> None:
