@@ -119,6 +119,13 @@ class Settings:
         "`input_extra`, a comment block otherwise), stable while you type in one 16-line block; 0 turns it "
         "off. In cloud mode these snippets go to the cloud provider too",
     )
+    workspace_index: bool = setting(
+        True,
+        doc="index the workspace folders in the background (tree-sitter definitions and imports, BM25 over "
+        "identifier chunks; `.gitignore`, vendored, generated, binary and large files skipped) and put in the "
+        "prompt the definitions of names near the cursor, the outlines of the files the current file imports "
+        "and the most similar code of other files, within `crossfile_tokens`; false uses open documents only",
+    )
     # ----------------------------------------------------------- time and transport
     request_timeout_ms: int = setting(
         8000,

@@ -35,6 +35,8 @@ async def stats_payload(ls: SidecarServer) -> dict[str, Any]:
         "request_futures": len(ls.protocol._request_futures),
         **snap["runtime"],
     }
+    # The workspace index (completion/crossfile/workspace.py): "off" while the setting is.
+    snap["workspace_index"] = ls.index.stats() if ls.index_enabled else {"state": "off"}
     clean: dict[str, Any] = finite(snap)
     return clean
 

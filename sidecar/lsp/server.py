@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -22,11 +23,12 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..backends.errors import USER_MUST_ACT, BackendError
 from ..completion.crossfile import CrossFileContext
+from ..completion.crossfile.workspace import WorkspaceIndex
 from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, config_file_path, normalize, refused_base_url, settle
 from ..config.load import URL_ERROR
 from ..observability.redact import redact
-from . import client_log
+from . import client_log, workspace_events
 from .commands import stats_payload, switch_mode, write_stats_forever
 from .documents import encoding_name
 from .inline import CMD_ACCEPT, NOTIFY_SHOWN, HandedOut, inline_completion, send_update
@@ -65,13 +67,39 @@ class SidecarServer(LanguageServer):
         self.load_progress = LoadProgress(self)
         # Whether the client renders inline.NOTIFY_UPDATE (see ``client_renders_updates``).
         self.client_updates = False
-        # Other open documents' recent edits and definitions for prompts (completion/crossfile/).
-        self.crossfile = CrossFileContext(lambda: self.workspace.text_documents, lambda: self.workspace.root_path)
+        # The workspace index (completion/crossfile/workspace.py; its events: workspace_events.py).
+        self.index = WorkspaceIndex(busy=self._busy, open_text=self._open_path_text)
+        self.index_enabled = False  # the workspace_index setting, applied (workspace_events.apply)
+        self.watch_registered = False
+        # Other open documents' recent edits and definitions, and the workspace index's
+        # definitions, outlines and similar code, for prompts (completion/crossfile/).
+        self.crossfile = CrossFileContext(
+            lambda: self.workspace.text_documents,
+            lambda: self.workspace.root_path,
+            index=self.index,
+            index_on=lambda: self.index_enabled,
+        )
         self.exporter: object | None = None  # the Prometheus endpoint, when prometheus_port is set
         self.stats_task: asyncio.Task[None] | None = None  # write_stats_forever
         self.handed_out = HandedOut()  # the items handed out lately (inline.py), to read accepts back
 
     # -------------------------------------------------------------- helpers
+    def _busy(self) -> bool:
+        """A stream is running (the index pauses between files; any thread may ask)."""
+        service = self.service
+        try:
+            return service is not None and service.scheduler.active_streams() > 0
+        except Exception:  # noqa: BLE001 - asked from the index thread while the service changes
+            return False
+
+    def _open_path_text(self, path: str) -> str | None:
+        """The text of the open document at file ``path`` (None when not open)."""
+        try:
+            doc = self.workspace.text_documents.get(unquote(Path(path).as_uri()))
+        except (RuntimeError, ValueError):
+            return None
+        return doc.source if doc is not None else None
+
     def settings(self) -> Settings:
         return build(*self.base_layers, self.init_layer, self.change_layer, self.mode_layer)
 
@@ -178,6 +206,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
                     f"cannot serve Prometheus metrics on port {settings.prometheus_port}: {exc}",
                 )
         ls.stats_task = asyncio.ensure_future(write_stats_forever(ls))
+        workspace_events.apply(ls, settings.workspace_index)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_config(ls: SidecarServer, params: types.DidChangeConfigurationParams) -> None:
@@ -207,10 +236,13 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             ls.show(types.MessageType.Error, refused_base_url(msg, settings) or f"{msg} (kept the previous value)")
         if ls.service is not None:
             await ls.service.apply_settings(settings)
+        if settings.workspace_index != ls.index_enabled:
+            workspace_events.apply(ls, settings.workspace_index)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def on_change(ls: SidecarServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.crossfile.record_change(params.text_document.uri, params.content_changes)
+        workspace_events.opened_or_changed(ls, params.text_document.uri)
         if ls.service is not None:
             ls.service.keystroke(params.text_document.uri)
             encoding = encoding_name(ls.workspace.position_encoding)
@@ -223,6 +255,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def on_close(ls: SidecarServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.crossfile.closed(params.text_document.uri)
+        workspace_events.from_disk(ls, params.text_document.uri)
         if ls.service is not None:
             ls.service.close_document(params.text_document.uri)
 
@@ -240,6 +273,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: SidecarServer, _params: None) -> None:
+        ls.index.stop()
         if ls.service is not None:
             await ls.service.aclose()
 
@@ -302,6 +336,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             return {"cleared": 0, "enabled": False}
         return {"cleared": await ls.service.clear_cache(), "enabled": True}
 
+    workspace_events.register(server)
     return server
 
 

@@ -127,3 +127,9 @@ def identifiers_near(before: str, after: str) -> list[str]:
             seen.add(w)
             out.append(w)
     return out
+
+
+def identifiers_of(text: str) -> list[str]:
+    """The identifiers of ``text`` that can tell code apart: 3+ characters, not keywords
+    (in order, repeats kept)."""
+    return [w for w in _IDENT.findall(text) if len(w) >= 3 and w not in _KEYWORDS]

@@ -38,9 +38,13 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .. import tokens
+from .candidates import Candidate, workspace_candidates
 from .edits import EditLog
 from .index import _definition_span, _index, _Indexed, identifiers_near
+from .languages import language_of_id
+from .parse import Definition, Import, facts
 from .snippet import Snippet
+from .workspace import WorkspaceIndex
 
 ALIGN_LINES = 16  # the prefix window's alignment (context.ALIGN_LINES)
 EDIT_CONTEXT_LINES = 6  # lines above and below an edited line
@@ -59,23 +63,39 @@ class _State:
     names: list[str]
     seen: set[str]
     snippets: tuple[Snippet, ...] = ()
+    imports: tuple[Import, ...] = ()  # the current document's, when the workspace index serves it
+    defines: tuple[Definition, ...] = ()  # the current document's definitions, likewise
+    imported: frozenset[str] = frozenset()  # the local names those imports bind
+
+
+# A candidate: (kind, key of its file, uri or path for naming it, 0-based line numbers,
+# the file's lines).
+_Cand = tuple[str, str, str, list[int], list[str]]
 
 
 class CrossFileContext:
-    """Chooses snippets of other open documents for a request (see module doc).
+    """Chooses snippets of other open documents and of the workspace for a request (see
+    module doc).
 
     ``documents()`` returns the open documents, ``{uri: document}``, each with
     ``source`` and ``language_id`` (pygls' workspace ``text_documents``);
-    ``root()`` returns the workspace root path (or None).
+    ``root()`` returns the workspace root path (or None); ``index`` is the workspace
+    index (``workspace.py``), used while ``index_on()`` says so.
     """
 
     MAX_STATES = 16
 
     def __init__(
-        self, documents: Callable[[], Mapping[str, Any]], root: Callable[[], str | None] = lambda: None
+        self,
+        documents: Callable[[], Mapping[str, Any]],
+        root: Callable[[], str | None] = lambda: None,
+        index: WorkspaceIndex | None = None,
+        index_on: Callable[[], bool] = lambda: True,
     ) -> None:
         self._documents = documents
         self._root = root
+        self.index = index
+        self._index_on = index_on
         self.edits = EditLog()
         self._indexed: dict[str, _Indexed] = {}
         self._states: dict[str, _State] = {}
@@ -101,19 +121,28 @@ class CrossFileContext:
         (no user directories leave the machine)."""
         parsed = urlparse(uri)
         path = unquote(parsed.path) if parsed.scheme in ("file", "") else unquote(parsed.path or uri)
-        root = self._root()
-        if root and parsed.scheme in ("file", ""):
-            try:
-                rel = os.path.relpath(path, root)
-            except ValueError:
-                rel = ""
-            if rel and not rel.startswith(".."):
-                return rel.replace(os.sep, "/")
-        return path.rstrip("/").rsplit("/", 1)[-1] or uri
+        return self._display(path, parsed.scheme in ("file", "")) or uri
+
+    def _display(self, path: str, local: bool = True) -> str:
+        """A file path as the prompt names it: relative to the workspace root, else to
+        its workspace folder, else its file name."""
+        if local:
+            for base in (self._root(), self.index.folder_of(path) if self.index is not None else None):
+                if not base:
+                    continue
+                try:
+                    rel = os.path.relpath(path, base)
+                except ValueError:
+                    rel = ""
+                if rel and not rel.startswith(".."):
+                    return rel.replace(os.sep, "/")
+        return path.rstrip("/").rsplit("/", 1)[-1]
 
     def repo_name(self) -> str:
         """The workspace root's directory name ("" without a root)."""
         root = self._root()
+        if not root and self.index is not None and self.index.folders:
+            root = self.index.folders[0]
         return os.path.basename(os.path.normpath(root)) if root else ""
 
     # ----------------------------------------------------------- selection
@@ -126,14 +155,15 @@ class CrossFileContext:
         if budget <= 0:
             return ()
         others = self._others(uri)
-        if not others:
+        ws = self._workspace_for(uri)
+        if not others and ws is None:
             self._states.pop(uri, None)
             return ()
         budget -= tokens.count(self.path_of(uri)) + _OVERHEAD_TOKENS  # the current file's own Path line
         if budget < MIN_SNIPPET_TOKENS:
             return ()
         sig = tuple((u, d.stamp, self.edits.stamp(u)) for u, d in others)
-        key = (cursor_line // ALIGN_LINES, sig, budget)
+        key = (cursor_line // ALIGN_LINES, sig, budget, None if ws is None else (ws[0].epoch, ws[1]))
         names_now = identifiers_near(before, after)
         st = self._states.get(uri)
         if st is not None and st.key == key:
@@ -141,18 +171,52 @@ class CrossFileContext:
             if not new:
                 return st.snippets
             st.seen.update(new)
-            fresh = [n for n in new if any(n in d.defs for _u, d in others)]
+            fresh = [n for n in new if n in st.imported or any(n in d.defs for _u, d in others)]
             if not fresh:
                 return st.snippets
             st.names.extend(fresh)
         else:
             st = _State(key, list(names_now), set(names_now))
+            if ws is not None:
+                st.imports, st.defines = self._facts_of(uri, ws[2])
+                st.imported = frozenset(
+                    n for imp in st.imports for n in ([imp.local] if imp.local else []) + [loc for _i, loc in imp.names]
+                )
             self._states[uri] = st
             while len(self._states) > self.MAX_STATES:
                 self._states.pop(next(iter(self._states)))
-        st.snippets = self._choose(others, st.names, budget)
+        st.snippets = self._choose(others, st, budget, ws, before, after)
         self.recomputed += 1
         return st.snippets
+
+    def _workspace_for(self, uri: str) -> tuple[WorkspaceIndex, str, str] | None:
+        """``(index, path, language)`` when the workspace index serves ``uri``."""
+        ix = self.index
+        if ix is None or not self._index_on():
+            return None
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return None
+        path = os.path.abspath(unquote(parsed.path))
+        if ix.folder_of(path) is None:
+            return None
+        doc = self._documents().get(uri)
+        language = language_of_id(getattr(doc, "language_id", "") or "", path)
+        if language is None:
+            return None
+        return ix, path, language
+
+    def _facts_of(self, uri: str, language: str) -> tuple[tuple[Import, ...], tuple[Definition, ...]]:
+        """The current document's imports and definitions (``parse.facts``)."""
+        doc = self._documents().get(uri)
+        try:
+            text = doc.source if doc is not None else ""
+        except Exception:  # noqa: BLE001 - a document pygls cannot read
+            return (), ()
+        if not isinstance(text, str) or len(text) > MAX_DOC_CHARS or "\x00" in text[:8192]:
+            return (), ()
+        fx = facts(text, language)
+        return fx.imports, fx.definitions
 
     def _others(self, uri: str) -> list[tuple[str, _Indexed]]:
         """Open documents other than ``uri`` that may give snippets, indexed, by uri."""
@@ -179,38 +243,72 @@ class CrossFileContext:
             del self._indexed[u]  # closed without a didClose we saw
         return out
 
-    def _choose(self, others: list[tuple[str, _Indexed]], names: list[str], budget: int) -> tuple[Snippet, ...]:
+    def _choose(
+        self,
+        others: list[tuple[str, _Indexed]],
+        st: _State,
+        budget: int,
+        ws: tuple[WorkspaceIndex, str, str] | None,
+        before: str,
+        after: str,
+    ) -> tuple[Snippet, ...]:
         by_recency = sorted(others, key=lambda o: (-self.edits.stamp(o[0]), o[0]))
-        candidates: list[tuple[str, str, _Indexed, int, int]] = []
+        candidates: list[_Cand] = []
         for u, ix in by_recency:
             for line in self.edits.regions(u):
                 line = min(max(line, 0), max(len(ix.lines) - 1, 0))
-                candidates.append(("edit", u, ix, max(0, line - EDIT_CONTEXT_LINES), line + EDIT_CONTEXT_LINES + 1))
-        for name in names:
+                lo, hi = max(0, line - EDIT_CONTEXT_LINES), line + EDIT_CONTEXT_LINES + 1
+                candidates.append(("edit", _key(u), u, list(range(lo, min(hi, len(ix.lines)))), ix.lines))
+        open_defs: list[_Cand] = []
+        for name in st.names:
             for u, ix in by_recency:
                 at = ix.defs.get(name)
                 if at is not None and at < len(ix.lines):
                     start, end = _definition_span(ix.lines, at)
-                    candidates.append(("definition", u, ix, start, end))
+                    open_defs.append(("definition", _key(u), u, list(range(start, end)), ix.lines))
+        if ws is None:
+            candidates += open_defs
+        else:
+            index, path, language = ws
+            lines_of: dict[str, list[str]] = {}
+
+            def cands(found: list[Candidate]) -> list[_Cand]:
+                out: list[_Cand] = []
+                for kind, f, nums in found:
+                    if f not in lines_of:
+                        lines_of[f] = index.lines(f) or []
+                    out.append((kind, f, f, nums, lines_of[f]))
+                return out
+
+            imported, rest = workspace_candidates(
+                index, path, language, st.imports, st.names, before, after, st.defines
+            )
+            candidates += cands(imported) + open_defs + cands(rest)
+        return self._fit(candidates, budget)
+
+    def _fit(self, candidates: list[_Cand], budget: int) -> tuple[Snippet, ...]:
+        """Take candidates in order while they fit ``budget`` (see module doc)."""
         chosen: list[Snippet] = []
-        taken: dict[str, list[tuple[int, int]]] = {}
+        taken: dict[str, set[int]] = {}
         used = 0
-        for kind, u, ix, start, end in candidates:
+        for kind, key, name, nums, all_lines in candidates:
             if len(chosen) >= MAX_SNIPPETS or budget - used < MIN_SNIPPET_TOKENS:
                 break
-            end = min(end, len(ix.lines))
-            if any(start < e and s < end for s, e in taken.get(u, ())):
+            nums = [n for n in nums if 0 <= n < len(all_lines)]
+            have = taken.get(key, set())
+            if kind == "outline":
+                nums = [n for n in nums if n not in have]
+            elif any(n in have for n in nums):
                 continue
-            lines = ix.lines[start:end]
-            while lines and not lines[0].strip():
-                lines.pop(0)
-                start += 1
-            while lines and not lines[-1].strip():
-                lines.pop()
+            while nums and not all_lines[nums[0]].strip():
+                nums.pop(0)
+            while nums and not all_lines[nums[-1]].strip():
+                nums.pop()
+            lines = [all_lines[n].rstrip() for n in nums]
             if not lines or any(len(ln) > MAX_LINE_CHARS or _CONTROL.search(ln) for ln in lines):
                 continue  # minified, or NUL / control characters (binary data past the first 8 KiB)
             text = "\n".join(lines)
-            path = self.path_of(u)
+            path = self.path_of(name) if "://" in name else self._display(name)
             head_cost = tokens.count(path) + _OVERHEAD_TOKENS
 
             def cost_of(t: str, head_cost: int = head_cost) -> int:  # as rendered: a comment marker per line at most
@@ -227,7 +325,16 @@ class CrossFileContext:
                 if not text.strip():
                     continue
                 cost = cost_of(text)
-            taken.setdefault(u, []).append((start, start + text.count("\n") + 1))
-            chosen.append(Snippet(path=path, text=text, line=start, kind=kind))
+            shown = nums[: text.count("\n") + 1]
+            taken.setdefault(key, set()).update(shown)
+            chosen.append(Snippet(path=path, text=text, line=shown[0], kind=kind))
             used += cost
         return tuple(sorted(chosen, key=lambda s: (s.path, s.line)))
+
+
+def _key(uri: str) -> str:
+    """One key per file for an open document's uri and an indexed path alike."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return os.path.abspath(unquote(parsed.path))
+    return uri

@@ -1,0 +1,196 @@
+"""What the workspace index offers a prompt (:func:`workspace_candidates`), in the order
+``select.py`` takes them under the budget, after the recent edits of other open
+documents:
+
+1. **Definitions of the names near the cursor** (``identifiers_near``, closest first):
+   a name the current file imports (``from m import name``, ``import {name} from
+   './m'``, ``use m::Name``) gives its definition in the file the import resolves to
+   (``resolve.py``); a module alias (``import m as alias``, ``const alias =
+   require('./m')``, a Go package) gives that file's outline (3, below); any other name
+   defined in at most ``MAX_AMBIGUOUS`` places of the workspace gives its definition
+   there, files the current file imports first, then the nearest folder.
+2. (the open documents' own definitions, which ``select.py`` puts here).
+3. **Outlines of the imported workspace files**: the first line of each top-level
+   definition and class member (``def``/``class``/``function``/``func``/``fn`` lines,
+   constants, fields), in file order, at most ``MAX_OUTLINE_LINES`` lines; the modules
+   whose names are used nearest the cursor first, then in import order, at most
+   ``MAX_OUTLINES`` files.
+4. **Similar code**: the ``MAX_SIMILAR`` chunks of other files most like the
+   ``QUERY_LINES_BEFORE``/``QUERY_LINES_AFTER`` lines around the cursor (BM25 over
+   identifiers, ``retrieve.py``).
+
+A candidate is ``(kind, path, lines)``: ``kind`` is ``"definition"``, ``"outline"`` or
+``"similar"``, ``path`` an absolute file path, ``lines`` the 0-based line numbers it
+shows (ascending; an outline's are not contiguous). See docs/architecture.md ("The
+workspace index").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from .index import identifiers_of
+from .parse import Definition, Import
+from .retrieve import CHUNK_LINES
+from .workspace import Entry, WorkspaceIndex
+
+MAX_AMBIGUOUS = 2  # a name defined in more places than this is not looked up by name alone
+MAX_OUTLINES = 3
+MAX_OUTLINE_LINES = 24
+MAX_SIMILAR = 2
+QUERY_LINES_BEFORE = 12
+QUERY_LINES_AFTER = 4
+DEFINITION_LINES = 12
+_TOP_KINDS = ("function", "class", "type", "variable", "module")
+
+Candidate = tuple[str, str, list[int]]
+
+
+def _span(lines: list[str], d: Definition) -> list[int]:
+    """The lines of definition ``d`` to show: a class as its outline (its own line and
+    its members' first lines), anything else from its first line, at most
+    ``DEFINITION_LINES`` lines of its body."""
+    end = min(d.end, d.line + DEFINITION_LINES, len(lines))
+    return list(range(d.line, max(end, d.line + 1)))
+
+
+def _members(entry: Entry, d: Definition) -> list[int]:
+    """A class's own line and the first lines of its direct members."""
+    out = [d.line] + [x.line for x in entry.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1]
+    return sorted(set(out))
+
+
+def outline(entry: Entry, lines: list[str]) -> list[int]:
+    """An outline of a file: the first lines of its top-level definitions and of class
+    members, at most ``MAX_OUTLINE_LINES`` (0-based line numbers)."""
+    out: list[int] = []
+    for d in entry.facts.definitions:
+        if d.in_function or d.depth > 1:
+            continue  # a local, or deeper than a class member
+        if d.name == "__all__":
+            continue
+        if d.line < len(lines) and lines[d.line].strip():
+            out.append(d.line)
+    return sorted(set(out))[:MAX_OUTLINE_LINES]
+
+
+def _definition_lines(entry: Entry, d: Definition, lines: list[str]) -> list[int]:
+    if d.kind == "class":
+        return _members(entry, d)[:DEFINITION_LINES]
+    return _span(lines, d)
+
+
+def _worth(d: Definition) -> bool:
+    """Whether a definition found by name alone is worth showing: a top-level function,
+    class, type or constant (a method or attribute name alone says little of which
+    class is meant)."""
+    return d.depth == 0
+
+
+def _is_test(rel: str) -> bool:
+    rel = "/" + rel.replace(os.sep, "/")
+    name = rel.rsplit("/", 1)[-1]
+    return "/tests/" in rel or "/test/" in rel or name.startswith("test_") or ".test." in name or ".spec." in name
+
+
+def _imports_of(
+    index: WorkspaceIndex, path: str, language: str, imports: tuple[Import, ...]
+) -> Iterator[tuple[Import, list[str]]]:
+    for imp in imports:
+        files = index.resolve(path, language, imp)
+        if files:
+            yield imp, files
+
+
+def workspace_candidates(
+    index: WorkspaceIndex,
+    path: str,
+    language: str,
+    imports: tuple[Import, ...],
+    names: list[str],
+    before: str,
+    after: str,
+    own_definitions: tuple[Definition, ...] = (),
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The index's candidates for a request in the file ``path`` (see the module doc):
+    the definitions of imported names near the cursor (step 1), and the rest (steps 1
+    to 4), between which ``select.py`` puts the open documents' definitions.
+    ``imports`` are the current document's (``parse.facts`` of its text), ``names`` the
+    identifiers near the cursor, closest first; ``own_definitions`` the current
+    document's definitions (names it defines are not looked up elsewhere)."""
+    resolved = list(_imports_of(index, path, language, imports))
+    index.want(f for _imp, files in resolved for f in files[:1])
+    local_names: dict[str, tuple[str, str]] = {}  # local -> (imported name, file)
+    aliases: dict[str, str] = {}  # module alias -> file
+    module_order: list[str] = []
+    for imp, files in resolved:
+        f = files[0]
+        module_order.append(f)
+        if imp.local:
+            aliases.setdefault(imp.local.split(".")[0] if language == "python" else imp.local, f)
+            aliases.setdefault(imp.local, f)
+        for imported, local in imp.names:
+            local_names.setdefault(local, (imported, f))
+    out: list[Candidate] = []
+    near_modules: list[str] = []
+    later: list[str] = []
+    for name in names:
+        if name in local_names:
+            imported, f = local_names[name]
+            e = index.entry(f)
+            if e is None:
+                continue
+            lines = index.lines(f) or []
+            for d in e.facts.definitions:
+                if d.name == imported:
+                    out.append(("definition", f, _definition_lines(e, d, lines)))
+                    break
+            near_modules.append(f)
+        elif name in aliases:
+            near_modules.append(aliases[name])
+        else:
+            later.append(name)
+    first, out = out, []
+    own = {d.name for d in own_definitions}
+    in_test = _is_test(path)
+    imported_files = set(module_order)
+    here = os.path.dirname(path)
+    for name in later:
+        if name in own:
+            continue  # the current file defines it: the model sees it there
+        found = [
+            (e, d)
+            for e, d in index.definitions(name)
+            if e.path != path and _worth(d) and (in_test or not _is_test(e.rel))
+        ]
+        if not found or len(found) > MAX_AMBIGUOUS:
+            continue
+        found.sort(
+            key=lambda ed: (
+                _is_test(ed[0].rel) and not _is_test(path),
+                ed[0].path not in imported_files,
+                -len(os.path.commonpath([here, os.path.dirname(ed[0].path)])),
+            )
+        )
+        e, d = found[0]
+        lines = index.lines(e.path) or []
+        out.append(("definition", e.path, _definition_lines(e, d, lines)))
+    outlined = 0
+    for f in list(dict.fromkeys(near_modules + module_order)):
+        if outlined >= MAX_OUTLINES:
+            break
+        e = index.entry(f)
+        flines = index.lines(f) if e is not None else None
+        if e is None or not flines:
+            continue
+        ol = outline(e, flines)
+        if len(ol) >= 2:
+            out.append(("outline", f, ol))
+            outlined += 1
+    query_text = (
+        "\n".join(before.split("\n")[-QUERY_LINES_BEFORE:]) + "\n" + "\n".join(after.split("\n")[:QUERY_LINES_AFTER])
+    )
+    for e, line in index.similar(identifiers_of(query_text), [path], MAX_SIMILAR):
+        out.append(("similar", e.path, list(range(line, line + CHUNK_LINES))))
+    return first, out
