@@ -397,13 +397,14 @@ class WorkspaceIndex:
             self._skip(path, f"unreadable: {exc.strerror or exc}")
             return None
 
-    def _index_file(self, path: str, wanted: bool = False, text: str | None = None) -> None:
+    def _index_file(self, path: str, wanted: bool = False, text: str | None = None) -> bool:
+        """Parse ``path`` (``text``: an open document's) into the index; whether its
+        entry changed."""
         if text is None:
             got = self._read(path)
             if got is None:
                 with self._lock:
-                    self._forget(path)
-                return
+                    return self._forget(path)
             text, stamp = got
         else:
             stamp = ("open", hash(text))
@@ -411,13 +412,13 @@ class WorkspaceIndex:
             folder = self._listed.get(path)
             old = self._entries.get(path)
         if folder is None or (old is not None and old.stamp == stamp):
-            return
+            return False
         language = language_of(path) or ""
         fx = facts(text, language)
         line_tokens = [identifiers_of(ln) for ln in text.splitlines()]
         with self._lock:
             if path not in self._listed:
-                return
+                return False
             self._forget(path, keep_listed=True)
             no = self._next_no
             self._next_no += 1
@@ -431,6 +432,7 @@ class WorkspaceIndex:
                 self.epoch += 1
                 if self.first_wanted_s is None and self.started_at is not None:
                     self.first_wanted_s = time.monotonic() - self.started_at
+        return True
 
     def _apply_change(self, path: str, text: object) -> None:
         if text is _DELETE:
@@ -454,10 +456,9 @@ class WorkspaceIndex:
                 if self._forget(path):
                     self.epoch += 1
             return
-        self._index_file(path, text=text if isinstance(text, str) else None)
-        if not isinstance(text, str):
+        if self._index_file(path, text=text if isinstance(text, str) else None) and not isinstance(text, str):
             with self._lock:
-                self.epoch += 1
+                self.epoch += 1  # a change on disk; an open document's text is the caller's to see
 
     def _forget(self, path: str, keep_listed: bool = False) -> bool:
         e = self._entries.pop(path, None)
