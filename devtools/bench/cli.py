@@ -420,6 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         from .team import main as team_main
 
         return team_main(argv[1:])
+    if argv and argv[0] == "crossfile":  # cross-file quality on whole projects (devtools/bench/crossfile.py)
+        from .crossfile import main as crossfile_main
+
+        return crossfile_main(argv[1:])
     if argv and argv[0] == "corpus":  # the real-code corpus (devtools/bench/corpus.py)
         from .corpus import main as corpus_main
 

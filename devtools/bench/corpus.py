@@ -293,6 +293,210 @@ def package_of(path: Path | str, cache: Path | None = None) -> str | None:
     return None
 
 
+# -- whole source trees (the cross-file benchmark, devtools/bench/crossfile.py) -------------
+
+#: The rules below, by name: a tree extracted under other rules is extracted again.
+TREE_RULES = "tree-1"
+#: The source extensions a tree keeps, by the package's language.
+TREE_EXTENSIONS = {
+    "python": (".py",),
+    "javascript": (".js", ".mjs", ".cjs"),
+    "typescript": (".ts", ".tsx", ".mts", ".cts"),
+    "java": (".java",),
+    "go": (".go",),
+    "c": (".c", ".h"),
+    "rust": (".rs",),
+    "cpp": (".cpp", ".cc", ".h", ".hpp"),
+}
+#: Folders a tree leaves out anywhere in a path: tests, docs, examples, benchmarks,
+#: vendored, built and generated code.
+TREE_SKIP_DIRS = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "testdata",
+        "__tests__",
+        "spec",
+        "specs",
+        "fixtures",
+        "doc",
+        "docs",
+        "example",
+        "examples",
+        "samples",
+        "bench",
+        "benches",
+        "benchmark",
+        "benchmarks",
+        "perf",
+        "vendor",
+        "vendored",
+        "third_party",
+        "thirdparty",
+        "node_modules",
+        "dist",
+        "build",
+        "out",
+        "target",
+        "typings",
+        "typing-examples",
+        "scripts",
+        "verify",
+        "__pycache__",
+    }
+)
+#: Files named like these are left out (tests, build scripts, declaration files, minified code).
+TREE_SKIP_FILES = ("setup.py", "noxfile.py", "conftest.py", "fabfile.py", "package-info.java", "module-info.java")
+TREE_SKIP_SUFFIXES = (
+    "_test.py",
+    "_test.go",
+    ".test.js",
+    ".test.ts",
+    ".spec.js",
+    ".spec.ts",
+    "Test.java",
+    "Tests.java",
+    ".d.ts",
+    ".min.js",
+    ".pb.go",
+    "_pb2.py",
+)
+#: Project files kept at a tree's top folder (what marks a project's root for a tool).
+TREE_ROOT_FILES = frozenset(
+    {"package.json", "tsconfig.json", "go.mod", "pyproject.toml", "setup.cfg", "pom.xml", "build.gradle", "Cargo.toml"}
+)
+#: A file with a line longer than this is minified or generated (characters).
+TREE_MAX_LINE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ProjectTree:
+    """A package's whole source tree on disk: ``root`` is the project's folder (the
+    archive's top folder under ``<cache>/projects/<key>/``), ``files`` its source files
+    (absolute paths, sorted by path), ``language`` the package's language."""
+
+    package: Package
+    root: Path
+    files: tuple[Path, ...]
+
+    @property
+    def language(self) -> str:
+        return self.package.language
+
+
+def tree_keeps(name: str, language: str) -> bool:
+    """Whether the archive member ``name`` (a ``/``-separated path) is a source file of
+    a ``language`` tree by its path alone: an extension of ``TREE_EXTENSIONS``, no folder
+    of ``TREE_SKIP_DIRS`` (nor a hidden one), not a hidden, test, build, declaration or
+    minified file name (so Java's ``src/test`` is left out)."""
+    parts = [p for p in name.split("/") if p]
+    if not parts:
+        return False
+    base = parts[-1]
+    if base.startswith(".") or not base.endswith(TREE_EXTENSIONS.get(language, ())):
+        return False
+    if base in TREE_SKIP_FILES or base.endswith(TREE_SKIP_SUFFIXES) or base.startswith("test_"):
+        return False
+    dirs = parts[:-1]
+    if any(d in TREE_SKIP_DIRS or d.startswith(".") or d.endswith(".egg-info") for d in dirs):
+        return False
+    return ".min." not in base
+
+
+def looks_generated(text: str) -> bool:
+    """A generated or minified file: a ``Code generated ... DO NOT EDIT`` or ``@generated``
+    mark in its first 20 lines, or a line over ``TREE_MAX_LINE_CHARS`` characters."""
+    head = text[:4000].split("\n", 20)[:20]
+    if any(("Code generated" in ln and "DO NOT EDIT" in ln) or "@generated" in ln for ln in head):
+        return True
+    return any(len(ln) > TREE_MAX_LINE_CHARS for ln in text.split("\n"))
+
+
+def _tree_stamp(pkg: Package) -> str:
+    return f"{pkg.sha256} {TREE_RULES}"
+
+
+def _tree_root(folder: Path, rels: list[str]) -> Path:
+    """The project's folder: the one top folder every kept file shares, else ``folder``."""
+    tops = {r.split("/", 1)[0] for r in rels if "/" in r}
+    if len(tops) == 1 and all("/" in r for r in rels):
+        return folder / tops.pop()
+    return folder
+
+
+def extract_tree(pkg: Package, archive: Path, cache: Path) -> ProjectTree:
+    """Write the package's whole source tree from ``archive`` under
+    ``cache/projects/<key>/`` (replacing what was there): every member
+    :func:`tree_keeps` keeps that is UTF-8 text of at most ``MAX_FILE_BYTES`` and not
+    :func:`looks_generated`, plus the project files of ``TREE_ROOT_FILES`` at the top
+    folder; then the stamp (``.sha256``: the pin and ``TREE_RULES``) and the list of
+    files (``.files``). Raises :class:`CorpusError` when the archive cannot be read or
+    no source file is kept."""
+    import shutil
+
+    folder = cache / "projects" / pkg.key
+    got: dict[str, bytes] = {}
+    markers: dict[str, bytes] = {}
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = member.name
+                if not member.isfile() or name.startswith("/") or ".." in Path(name).parts:
+                    continue
+                source = tree_keeps(name, pkg.language)
+                marker = Path(name).name in TREE_ROOT_FILES and name.count("/") <= 1
+                if not (source or marker) or member.size > MAX_FILE_BYTES:
+                    continue
+                f = tar.extractfile(member)
+                if f is None:
+                    continue
+                data = f.read()
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                if source and not looks_generated(text):
+                    got[name] = data
+                elif marker:
+                    markers[name] = data
+    except (tarfile.TarError, OSError) as exc:
+        raise CorpusError(f"{pkg.name}: cannot read {archive}: {exc}") from None
+    if not got:
+        raise CorpusError(f"{pkg.name} {pkg.version}: no {pkg.language} source file in {archive.name}")
+    rels = sorted(got)
+    try:
+        if folder.exists():
+            shutil.rmtree(folder)
+        for name, data in {**markers, **got}.items():
+            dest = folder / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        (folder / ".files").write_text("".join(r + "\n" for r in rels), encoding="utf-8")
+        (folder / ".sha256").write_text(_tree_stamp(pkg) + "\n", encoding="ascii")
+    except OSError as exc:
+        raise CorpusError(f"{pkg.name}: cannot write the corpus cache {folder}: {exc.strerror or exc}") from None
+    return ProjectTree(pkg, _tree_root(folder, rels), tuple(folder / r for r in rels))
+
+
+def package_tree(pkg: Package, cache: Path | None = None) -> ProjectTree:
+    """The package's whole source tree on disk (:func:`extract_tree`): from the cache
+    when its stamp matches the pin and the rules and every listed file is there (no
+    network), else from the archive (fetched and checked as :func:`fetch_archive`
+    does). Raises :class:`CorpusError`."""
+    cache = cache or cache_dir()
+    folder = cache / "projects" / pkg.key
+    try:
+        if (folder / ".sha256").read_text(encoding="ascii").strip() == _tree_stamp(pkg):
+            rels = [r for r in (folder / ".files").read_text(encoding="utf-8").split("\n") if r]
+            paths = [folder / r for r in rels]
+            if rels and all(p.is_file() for p in paths):
+                return ProjectTree(pkg, _tree_root(folder, rels), tuple(paths))
+    except OSError:
+        pass
+    return extract_tree(pkg, fetch_archive(pkg, cache), cache)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .quality_holes import KINDS, _candidates
 
