@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -538,3 +539,49 @@ def test_warm_up_never_asks_at_a_hole(tmp_path):
     (_op, uri, text), (_inl, uri2, line, character), (_cl, uri3) = qc.calls
     assert uri == uri2 == uri3 and uri != Path(hole.file).as_uri() and not uri.startswith(project.root.as_uri())
     assert text == project.file("pkg/views.py").text and (line, character) == (0, len("from .models import Widget"))
+
+
+def test_main_says_which_project_could_not_be_fetched(monkeypatch, capsys):
+    def boom(*_a):
+        raise corpus.CorpusError("express 4.21.1: GET https://registry.npmjs.org/x failed: refused")
+
+    monkeypatch.setattr(crossfile, "load_projects", boom)
+    assert crossfile.main(["--projects", "express"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a project could not be fetched: express 4.21.1" in err[0]
+
+
+def test_run_writes_every_answer_and_fails_a_column_that_answered_nothing(tmp_path, monkeypatch):
+    project = _project(tmp_path, "python", PY_FILES)
+    ph = ProjectHoles(project, project_counts(project), select_holes(project))
+    assert ph.holes
+
+    async def fake_run_project(ph, systems, model, opts, workdir, runs, progress):
+        for h in ph.holes:
+            runs["index"].records.append(crossfile._record(h, {"final": h.truth, "latency_ms": 5.0}, h.truth))
+            runs["today"].records.append(crossfile._record(h, {"final": "", "latency_ms": 7.0}, ""))
+
+    monkeypatch.setattr(crossfile, "run_project", fake_run_project)
+    result = asyncio.run(
+        crossfile.run_crossfile(
+            [ph],
+            systems=["today", "index"],
+            model=None,
+            out_dir=tmp_path / "out",
+            opts=crossfile.Options(),
+            half="tune",
+            seed=0,
+            per_file=3,
+            per_project=15,
+        )
+    )
+    assert list(result.summaries) == ["index", "today"]  # the order of SYSTEMS
+    n = len(ph.holes)
+    assert result.summaries["index"]["exact"] == result.summaries["index"]["name"] == n
+    assert result.failures == [f"today: answered nothing at {n} holes (every answer was empty)"]
+    assert result.table.splitlines()[0].startswith("Cross-file quality, tuning half (tune):")
+    assert f"holes (demo: too few, {n} of 15)" in result.table
+    data = json.loads(result.json_path.read_text())
+    assert result.json_path.name == "crossfile.json"
+    assert len(data["columns"]["index"]["records"]) == n and len(data["holes"]) == n
+    assert data["projects"]["demo"]["too_few"] is True and data["setup"]["half"] == "tune"
