@@ -161,6 +161,7 @@ async def run_bench(
     backend: str = "simulated",
     timeline_mode: str | None = None,
     timeline_file: int = 0,
+    workspace: str | None = None,
 ) -> BenchResult:
     """Run the benchmark and write ``bench.json`` (and ``latency_cdf.png``,
     ``timeline.png``) into ``out_dir``.
@@ -169,8 +170,12 @@ async def run_bench(
     median 400 ms, log-normal sigma 0.3, 50 tokens/s). ``backend`` is ``simulated`` or
     ``siliconflow`` (the real API: needs ``SILICONFLOW_API_KEY``; ``latency`` and
     ``wrong_rate`` do not apply). The timeline is file ``timeline_file`` of
-    ``timeline_mode`` (default: the first mode). Raises ValueError on bad arguments.
+    ``timeline_mode`` (default: the first mode). ``workspace`` is the folder sent at
+    ``initialize`` (default: the first file's folder): a large one makes the workspace
+    index build while the typing runs. Raises ValueError on bad arguments.
     """
+    if workspace is not None and not Path(workspace).is_dir():
+        raise ValueError(f"--workspace {workspace} is not a folder")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     if backend == "siliconflow" and siliconflow_key() is None:
@@ -201,6 +206,7 @@ async def run_bench(
         cancel=cancel,
         settings=dict(settings or {}),
         backend=backend,
+        workspace=workspace,
     )
     if latency:
         opts.latency = {**opts.latency, **latency}
@@ -407,6 +413,13 @@ def _parser() -> argparse.ArgumentParser:
         help="which file of that run the timeline shows, from 1 (default 1)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs (the JSON still has the timeline)")
+    p.add_argument(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="the workspace folder sent at initialize (default: the first file's folder); a large one "
+        "measures typing while the workspace index builds",
+    )
     return p
 
 
@@ -505,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                 backend=args.backend,
                 timeline_mode=args.timeline_mode,
                 timeline_file=args.timeline_file - 1,
+                workspace=args.workspace,
             )
         )
     except ValueError as exc:

@@ -128,6 +128,9 @@ class RunOptions:
     startup_timeout_s: float = 60.0
     settings: dict[str, str] = field(default_factory=dict)  # sidecar settings for both runs (config file)
     backend: str = "simulated"  # or "siliconflow": the real API with the user's key (no simulator)
+    # The workspace folder sent at initialize (default: the first file's folder). A large
+    # one (--workspace) makes the sidecar's workspace index build while the typing runs.
+    workspace: str | None = None
 
 
 @dataclass
@@ -404,7 +407,7 @@ class ModeRun:
         t0 = time.monotonic()
         started = ended = t0
         try:
-            root = Path(self.plans[0].path).resolve().parent.as_uri()
+            root = Path(self.opts.workspace or Path(self.plans[0].path).resolve().parent).resolve().as_uri()
             await self.session.start(
                 default_server_command(), self._server_env(base_url), root, timeout_s=self.opts.startup_timeout_s
             )
