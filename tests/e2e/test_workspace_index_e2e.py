@@ -17,8 +17,8 @@ simulator, whose recorded requests show what the prompt carried:
 - kept current: a file created after the index is ready (``didChangeWatchedFiles``) and
   a closed file changed on disk and saved (``didSave``) reach later prompts.
 
-Two tests are strict ``xfail``s: each reproduces a bug of the index as it is (see their
-docstrings); they start passing, and so fail, when it is fixed.
+Two tests reproduce bugs a first run found (now fixed): a change event for a FIFO
+blocked the index thread, and each event for a skipped file counted and logged it again.
 """
 
 from __future__ import annotations
@@ -499,17 +499,12 @@ async def test_files_created_or_saved_after_the_build_reach_later_prompts(tmp_pa
     assert NEW_DEF not in gone_prompt, gone_prompt
 
 
-# ---------------------------------------------------------------------- known bugs
-@pytest.mark.xfail(
-    strict=True,
-    reason="an event for a FIFO with a source extension blocks the index thread in open() for good",
-)
+# ---------------------------------------------------------------------- bugs found, fixed
 async def test_an_event_for_a_fifo_does_not_stop_the_index(tmp_path, sim):
-    """The walk never opens a FIFO (``entry.is_file()`` is false), but a
-    ``didChangeWatchedFiles`` (or ``didSave``/``didClose``) for one goes to
-    ``WorkspaceIndex._apply_change`` -> ``_read`` -> ``walk.skip_reason``, which opens it
-    for reading: ``open()`` blocks until a writer appears, which never happens, so the one
-    index thread stops there and no later change is ever indexed."""
+    """The walk never opens a FIFO (``entry.is_file()`` is false); a
+    ``didChangeWatchedFiles`` (or ``didSave``/``didClose``) for one used to reach
+    ``walk.skip_reason``, which opened it for reading and blocked the one index thread
+    for good. Now anything but a regular file is skipped before it is opened."""
     root = python_project(tmp_path / "project")
     pkg = root / "pkg"
     os.mkfifo(pkg / "pipe.py")
@@ -528,17 +523,11 @@ async def test_an_event_for_a_fifo_does_not_stop_the_index(tmp_path, sim):
     assert st["files"] == ready["files"] + 1, st
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="every change event for a skipped file logs and counts it again (skipped counts events, not files)",
-)
 async def test_a_skipped_file_that_changes_is_logged_and_counted_once(tmp_path, sim, capfd):
-    """``WorkspaceIndex._apply_change`` lists a changed file the walk had skipped
-    (``_allowed`` checks folders and ``.gitignore`` only), then ``_read`` skips it again:
-    each ``didChangeWatchedFiles`` for a 50 MB or binary file logs one more "skipped"
-    line (until ``MAX_SKIP_LOGS`` lines in all, after which no new skip is logged, e.g. a
-    folder that becomes unreadable) and adds one to ``skipped`` in ``sidecar.stats``; the
-    epoch moves each time too, so the prompt's snippet block is recomputed for nothing."""
+    """Each ``didChangeWatchedFiles`` for a 50 MB file used to log one more "skipped" line
+    (using up ``MAX_SKIP_LOGS``), add one to ``skipped`` in ``sidecar.stats`` and move the
+    epoch (a recomputed snippet block for nothing). Now a file skipped for the same
+    reason is counted and logged once, and the epoch stays."""
     root = python_project(tmp_path / "project")
     pkg = root / "pkg"
     with open(pkg / "big.py", "wb") as fh:

@@ -234,3 +234,26 @@ def test_every_grammar_finds_a_definition(language: str) -> None:
     }[language]
     names = {d.name for d in facts(src, language).definitions}
     assert names & {"Shape", "shape"} and (names & {"make_shape", "makeShape", "area"})
+
+
+def test_open_text_follows_the_walk_rules(tmp_path: Path) -> None:
+    """An open document's text is skipped as its file would be: binary or huge text is
+    never parsed (a 10 MB buffer with NULs once cost the index thread seconds)."""
+    _tree(tmp_path, {"a.py": "def kept_name():\n    pass\n"})
+    ix = WorkspaceIndex()
+    try:
+        ix.set_folders([str(tmp_path)])
+        _wait_ready(ix)
+        path = str(tmp_path / "a.py")
+        ix.changed(path, "def binary_name():\n    pass\n\x00\x00")
+        ix.changed(str(tmp_path / "b.py"), "def huge_name():\n    pass\n" + "x = 1\n" * 200_000)
+        time.sleep(0.6)
+        assert not ix.defines("binary_name") and not ix.defines("huge_name")
+        assert ix.stats()["skipped"].get("binary") == 1 and ix.stats()["skipped"].get("too large") == 1
+        ix.changed(path, "def fine_name():\n    pass\n")
+        deadline = time.monotonic() + 5
+        while not ix.defines("fine_name") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ix.defines("fine_name")
+    finally:
+        ix.stop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 
 from .languages import language_of
@@ -101,16 +102,18 @@ def _ignored(specs: list[tuple[str, object]], path: str, is_dir: bool) -> bool:
 
 def skip_reason(path: str, size: int | None = None) -> str | None:
     """Why the file at ``path`` is not indexed (``"not source"``, ``"too large"``,
-    ``"binary"``, ``"minified"``, ``"generated"``, ``"unreadable: ..."``), or ``None``
-    when it is. Reads at most 8 KiB."""
+    ``"binary"``, ``"minified"``, ``"generated"``, ``"not a regular file"``,
+    ``"unreadable: ..."``), or ``None`` when it is. Never opens anything but a regular
+    file; reads at most 8 KiB."""
     if language_of(path) is None:
         return "not source"
     if path.endswith(_GENERATED_NAMES):
         return "generated"
     try:
-        if size is None:
-            size = os.stat(path).st_size
-        if size > MAX_FILE_BYTES:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"  # a FIFO or device: opening it could block forever
+        if (size if size is not None else st.st_size) > MAX_FILE_BYTES:
             return "too large"
         with open(path, "rb") as fh:
             head = fh.read(8192)
@@ -123,6 +126,20 @@ def skip_reason(path: str, size: int | None = None) -> str | None:
         return "minified"
     if _GENERATED.search(head[:1024]):
         return "generated"
+    return None
+
+
+def text_skip_reason(text: str) -> str | None:
+    """:func:`skip_reason`'s rules for an open document's text (``"too large"``,
+    ``"binary"``, ``"minified"``), or ``None`` when it is indexed."""
+    if len(text) > MAX_FILE_BYTES:
+        return "too large"
+    head = text[:8192]
+    if "\x00" in head:
+        return "binary"
+    lines = head.split("\n")
+    if any(len(ln) > MAX_LINE_CHARS for ln in (lines[:-1] if len(head) == 8192 else lines)):
+        return "minified"
     return None
 
 

@@ -44,7 +44,7 @@ from .languages import language_of
 from .parse import Definition, Facts, Import, facts
 from .resolve import ModuleMap
 from .retrieve import ChunkIndex
-from .walk import MAX_FILES, SKIP_DIRS, _gitignore, _ignored, skip_reason, walk
+from .walk import MAX_FILES, SKIP_DIRS, _gitignore, _ignored, skip_reason, text_skip_reason, walk
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class WorkspaceIndex:
         self._stop = False
         self._skip_logged = 0
         self.skipped: Counter[str] = Counter()
+        self._skipped: dict[str, str] = {}  # path -> the reason it was skipped (counted once)
         self.epoch = 0
         self.state = "off"  # off | building | ready
         self.started_at: float | None = None
@@ -344,7 +345,15 @@ class WorkspaceIndex:
                 self._lock.wait(timeout)
 
     def _skip(self, path: str, why: str) -> None:
-        self.skipped[why.split(":", 1)[0]] += 1
+        """Count and log a skipped file once (a file skipped again for the same reason,
+        after another change event, is neither counted nor logged again)."""
+        kind = why.split(":", 1)[0]
+        if self._skipped.get(path) == kind:
+            return
+        self._skipped[path] = kind
+        while len(self._skipped) > 4 * MAX_FILES:
+            self._skipped.pop(next(iter(self._skipped)))
+        self.skipped[kind] += 1
         if why == "not source":
             return
         if self._skip_logged < MAX_SKIP_LOGS:
@@ -445,6 +454,13 @@ class WorkspaceIndex:
             return
         with self._lock:
             known = path in self._listed
+        why = skip_reason(path) if not isinstance(text, str) else text_skip_reason(text)
+        if why is not None and not why.startswith("unreadable: No such file"):
+            self._skip(path, why)  # a FIFO, a file grown too large, binary text: dropped, never opened
+            with self._lock:
+                if self._forget(path):
+                    self.epoch += 1
+            return
         if not known:
             if not _allowed(folder, path):
                 return
