@@ -28,6 +28,7 @@ workspace index").
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 from .index import identifiers_of
@@ -35,6 +36,10 @@ from .parse import Definition, Import
 from .retrieve import CHUNK_LINES
 from .workspace import Entry, WorkspaceIndex
 
+MAX_SIBLINGS = 3  # same-package files (Go, Java) treated as imported
+MEMBER_LINES = 20  # lines of a receiver's members
+SAME_PACKAGE_LANGUAGES = ("go", "java")
+_RECEIVER = re.compile(r"([A-Za-z_$][\w$]*)[ \t]*(?:\.|::|->)[ \t]*[A-Za-z_$]?[\w$]*$")
 MAX_AMBIGUOUS = 2  # a name defined in more places than this is not looked up by name alone
 MAX_OUTLINES = 3
 MAX_OUTLINE_LINES = 24
@@ -55,10 +60,26 @@ def _span(lines: list[str], d: Definition) -> list[int]:
     return list(range(d.line, max(end, d.line + 1)))
 
 
-def _members(entry: Entry, d: Definition) -> list[int]:
-    """A class's own line and the first lines of its direct members."""
-    out = [d.line] + [x.line for x in entry.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1]
-    return sorted(set(out))
+def _members(entry: Entry, d: Definition | None, cap: int = DEFINITION_LINES) -> list[int]:
+    """The first lines of a class's direct members (``d``; ``None``: the file's top-level
+    definitions), one per name (the first overload): the class's own line, then
+    functions and methods, then fields and constants (each in line order), at most
+    ``cap`` lines, so that a budget cut keeps what can be called."""
+    if d is None:
+        inner = [x for x in entry.facts.definitions if x.depth == 0]
+        head: list[int] = []
+    else:
+        inner = [x for x in entry.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1]
+        head = [d.line]
+    seen: set[str] = set()
+    callables: list[int] = []
+    others: list[int] = []
+    for x in inner:
+        if x.name in seen or x.name == "__all__":
+            continue
+        seen.add(x.name)
+        (callables if x.kind in ("function", "method", "class") else others).append(x.line)
+    return head + (callables + others)[: max(cap - len(head), 0)]
 
 
 def outline(entry: Entry, lines: list[str]) -> list[int]:
@@ -76,8 +97,8 @@ def outline(entry: Entry, lines: list[str]) -> list[int]:
 
 
 def _definition_lines(entry: Entry, d: Definition, lines: list[str]) -> list[int]:
-    if d.kind == "class":
-        return _members(entry, d)[:DEFINITION_LINES]
+    if d.kind in ("class", "type") and d.end - d.line > 1:
+        return _members(entry, d)
     return _span(lines, d)
 
 
@@ -92,6 +113,78 @@ def _is_test(rel: str) -> bool:
     rel = "/" + rel.replace(os.sep, "/")
     name = rel.rsplit("/", 1)[-1]
     return "/tests/" in rel or "/test/" in rel or name.startswith("test_") or ".test." in name or ".spec." in name
+
+
+def _receiver(before: str) -> str | None:
+    """The name before a member access that ends the text before the cursor
+    (``Validate.`` or ``helpers.no``: ``Validate``, ``helpers``), else ``None``."""
+    m = _RECEIVER.search(before[-200:])
+    if m is None or m.group(1) in ("self", "this", "super", "cls"):
+        return None
+    return m.group(1)
+
+
+def _declared_type(before: str, name: str) -> str | None:
+    """The type the text before the cursor declares for the variable ``name``, the last
+    declaration first: ``name: Type`` (TypeScript, Python), ``Type name`` (Java, C, C#)
+    or ``name Type`` / ``name *Type`` (Go). ``None`` when none is found."""
+    n = re.escape(name)
+    text = before[-20_000:]
+    best: tuple[int, str] | None = None
+    for pat in (
+        rf"\b{n}\s*\??:\s*([A-Za-z_]\w*)",
+        rf"\b([A-Z]\w*)(?:<[^<>;()]*>)?(?:\[\])?\s+{n}\b",
+        rf"[(,]\s*{n}\s+\*?([A-Z]\w*)",
+    ):
+        for m in re.finditer(pat, text):
+            if best is None or m.start() > best[0]:
+                best = (m.start(), m.group(1))
+    return best[1] if best else None
+
+
+def _members_of(
+    index: WorkspaceIndex,
+    path: str,
+    receiver: str,
+    local_names: dict[str, tuple[str, str]],
+    aliases: dict[str, str],
+) -> Candidate | None:
+    """What ``receiver.`` can be followed by: the members of the class it names, or the
+    top-level definitions of the module it is bound to (see the module doc)."""
+    if receiver in aliases:
+        f = aliases[receiver]
+        e = index.entry(f)
+        if e is None:
+            return None
+        return ("definition", f, _members(e, None, MEMBER_LINES))
+    target = local_names.get(receiver)
+    found: list[tuple[Entry, Definition]] = []
+    if target is not None:
+        imported, f = target
+        e = index.entry(f)
+        if e is not None:
+            found = [(e, d) for d in e.facts.definitions if d.name == imported]
+    if not found:
+        found = [(e, d) for e, d in index.definitions(receiver) if e.path != path and d.depth == 0]
+    found = [(e, d) for e, d in found if d.kind in ("class", "type", "module") and d.end - d.line > 1]
+    if not found or len(found) > MAX_AMBIGUOUS:
+        return None
+    e, d = found[0]
+    return ("definition", e.path, _members(e, d, MEMBER_LINES))
+
+
+def _siblings(index: WorkspaceIndex, path: str, text: str) -> list[str]:
+    """Other files of ``path``'s folder (a Go or Java package sees their names without
+    an import), the ones whose names ``text`` uses most first, at most ``MAX_SIBLINGS``."""
+    words = set(identifiers_of(text))
+    scored = []
+    for e in index.in_folder(os.path.dirname(path)):
+        if e.path == path or _is_test(e.rel) != _is_test(path):
+            continue
+        used = sum(1 for d in e.facts.definitions if d.depth == 0 and d.name in words)
+        if used:
+            scored.append((-used, e.path))
+    return [p for _u, p in sorted(scored)[:MAX_SIBLINGS]]
 
 
 def _imports_of(
@@ -112,14 +205,19 @@ def workspace_candidates(
     before: str,
     after: str,
     own_definitions: tuple[Definition, ...] = (),
+    text: str = "",
 ) -> tuple[list[Candidate], list[Candidate]]:
     """The index's candidates for a request in the file ``path`` (see the module doc):
     the definitions of imported names near the cursor (step 1), and the rest (steps 1
     to 4), between which ``select.py`` puts the open documents' definitions.
     ``imports`` are the current document's (``parse.facts`` of its text), ``names`` the
     identifiers near the cursor, closest first; ``own_definitions`` the current
-    document's definitions (names it defines are not looked up elsewhere)."""
+    document's definitions (names it defines are not looked up elsewhere); ``text``
+    the current document's text (which same-package files it uses most)."""
     resolved = list(_imports_of(index, path, language, imports))
+    if language in SAME_PACKAGE_LANGUAGES:
+        for sib in _siblings(index, path, text):
+            resolved.append((Import(""), [sib]))
     index.want(f for _imp, files in resolved for f in files[:1])
     local_names: dict[str, tuple[str, str]] = {}  # local -> (imported name, file)
     aliases: dict[str, str] = {}  # module alias -> file
@@ -135,6 +233,13 @@ def workspace_candidates(
     out: list[Candidate] = []
     near_modules: list[str] = []
     later: list[str] = []
+    receiver = _receiver(before)
+    if receiver and receiver not in local_names and receiver not in aliases:
+        receiver = _declared_type(before, receiver) or receiver
+    if receiver:
+        got = _members_of(index, path, receiver, local_names, aliases)
+        if got is not None:
+            out.append(got)
     for name in names:
         if name in local_names:
             imported, f = local_names[name]

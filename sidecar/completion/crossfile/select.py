@@ -65,6 +65,7 @@ class _State:
     snippets: tuple[Snippet, ...] = ()
     imports: tuple[Import, ...] = ()  # the current document's, when the workspace index serves it
     defines: tuple[Definition, ...] = ()  # the current document's definitions, likewise
+    text: str = ""  # the current document's text when they were read
     imported: frozenset[str] = frozenset()  # the local names those imports bind
 
 
@@ -178,7 +179,7 @@ class CrossFileContext:
         else:
             st = _State(key, list(names_now), set(names_now))
             if ws is not None:
-                st.imports, st.defines = self._facts_of(uri, ws[2])
+                st.imports, st.defines, st.text = self._facts_of(uri, ws[2])
                 st.imported = frozenset(
                     n for imp in st.imports for n in ([imp.local] if imp.local else []) + [loc for _i, loc in imp.names]
                 )
@@ -206,17 +207,17 @@ class CrossFileContext:
             return None
         return ix, path, language
 
-    def _facts_of(self, uri: str, language: str) -> tuple[tuple[Import, ...], tuple[Definition, ...]]:
-        """The current document's imports and definitions (``parse.facts``)."""
+    def _facts_of(self, uri: str, language: str) -> tuple[tuple[Import, ...], tuple[Definition, ...], str]:
+        """The current document's imports, definitions (``parse.facts``) and text."""
         doc = self._documents().get(uri)
         try:
             text = doc.source if doc is not None else ""
         except Exception:  # noqa: BLE001 - a document pygls cannot read
-            return (), ()
+            return (), (), ""
         if not isinstance(text, str) or len(text) > MAX_DOC_CHARS or "\x00" in text[:8192]:
-            return (), ()
+            return (), (), ""
         fx = facts(text, language)
-        return fx.imports, fx.definitions
+        return fx.imports, fx.definitions, text
 
     def _others(self, uri: str) -> list[tuple[str, _Indexed]]:
         """Open documents other than ``uri`` that may give snippets, indexed, by uri."""
@@ -281,7 +282,7 @@ class CrossFileContext:
                 return out
 
             imported, rest = workspace_candidates(
-                index, path, language, st.imports, st.names, before, after, st.defines
+                index, path, language, st.imports, st.names, before, after, st.defines, st.text
             )
             candidates += cands(imported) + open_defs + cands(rest)
         return self._fit(candidates, budget)

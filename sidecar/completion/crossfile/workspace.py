@@ -199,6 +199,11 @@ class WorkspaceIndex:
         with self._lock:
             return [self._by_no[n] for n in nos if n in self._by_no]
 
+    def in_folder(self, folder: str) -> list[Entry]:
+        """The indexed files directly in ``folder``."""
+        with self._lock:
+            return [e for p, e in self._entries.items() if os.path.dirname(p) == folder]
+
     def resolve(self, path: str, language: str, imp: Import) -> list[str]:
         """Files of the workspace that ``imp`` of the file at ``path`` names (listed,
         parsed or not), closest first."""
