@@ -38,6 +38,10 @@ class CompletionContext:
     snippets: tuple[Snippet, ...] = ()
     path: str = ""
     repo: str = ""
+    #: The member names that may follow the member access at the cursor, when the
+    #: workspace index is sure of them (``crossfile/candidates.py``, ``member_names``):
+    #: a llama.cpp engine is then made to start with one of them (``healing/plan.py``).
+    members: tuple[str, ...] = ()
 
     @property
     def mid_line(self) -> bool:

@@ -190,6 +190,9 @@ class ContextBudget:
         if self.load.busy():
             return ctx  # a busy shared engine gets no other files' snippets (load.py)
         snippets = cf.select(uri, cursor_line, ctx.prefix, ctx.suffix, limit)
+        members = cf.members_at(uri, ctx.prefix)
+        if members:
+            ctx = dataclasses.replace(ctx, members=members)
         if not snippets:
             return ctx
         return dataclasses.replace(ctx, snippets=snippets, path=cf.path_of(uri), repo=cf.repo_name())

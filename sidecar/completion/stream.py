@@ -186,7 +186,7 @@ class StreamRunner:
                     # With a healing grammar on llama-cpp-python: constrained until the heal
                     # is out, then a plain continuation (healing.stream_healed).
                     async with contextlib.aclosing(
-                        healing.stream_healed(target.stream, req, info, target.api, plan.heal)
+                        healing.stream_healed(target.stream, req, info, target.api, plan.heal, plan.choices)
                     ) as deltas:
                         async for delta in deltas:
                             answered()

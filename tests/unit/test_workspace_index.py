@@ -4,6 +4,7 @@ index and what the selection takes from it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -257,3 +258,54 @@ def test_open_text_follows_the_walk_rules(tmp_path: Path) -> None:
         assert ix.defines("fine_name")
     finally:
         ix.stop()
+
+
+def test_member_names_of_a_class_and_a_module_and_the_grammar_they_give(tmp_path: Path) -> None:
+    """``Validate.`` (a class that extends nothing) and ``helpers.`` (a module alias) give
+    every name that may follow; a class with a base, or a variable, gives none; the
+    healing plan turns the names into a grammar llama.cpp parses."""
+    from sidecar.completion.context import build_context
+    from sidecar.completion.crossfile.candidates import member_names
+    from sidecar.completion.healing import plan_for
+
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/helpers.py": "import os\n\n\ndef alpha():\n    pass\n\n\nLIMIT = 3\n",
+            "pkg/shapes.py": "class Plain:\n    def area(self):\n        pass\n\n\nclass Child(Plain):\n    pass\n",
+            "pkg/main.py": "from . import helpers as h\nfrom .shapes import Plain, Child\n",
+        },
+    )
+    ix = WorkspaceIndex()
+    try:
+        ix.set_folders([str(tmp_path)])
+        _wait_ready(ix)
+        main = str(tmp_path / "pkg" / "main.py")
+        imports = facts((tmp_path / "pkg" / "main.py").read_text(), "python").imports
+        assert member_names(ix, main, "python", imports, "x = h.") == ("LIMIT", "alpha", "os")
+        assert member_names(ix, main, "python", imports, "y = Plain.ar") == ("area",)
+        assert member_names(ix, main, "python", imports, "z = Child.") == ()
+        assert member_names(ix, main, "python", imports, "w = value.") == ()
+    finally:
+        ix.stop()
+    ctx = build_context("x = h.al", 8, "python", 256, 256)
+    plan = plan_for(
+        dataclasses.replace(ctx, members=("LIMIT", "alpha", "os")), api="llama-cpp-python", strategy="template"
+    )
+    assert plan.heal == "al" and plan.choices == ("alpha",)
+    grammar = plan.grammar()
+    assert grammar is not None and '"alpha"' in grammar
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # raises on a grammar llama.cpp cannot parse
+    assert plan_for(ctx, api="siliconflow", strategy="template").choices == ()  # a cloud is never constrained
+
+
+def test_the_constrained_phase_ends_after_a_whole_member() -> None:
+    from sidecar.completion.healing.phases import _out
+
+    choices = ("notNull", "notNullElements")
+    assert not _out("notNull", "", choices)  # "notNullElements" may still come
+    assert _out("notNull(", "", choices)
+    assert not _out("notNullEl", "", choices)
+    assert _out("notNullElements)", "", choices)

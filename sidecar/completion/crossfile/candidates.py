@@ -173,6 +173,76 @@ def _members_of(
     return ("definition", e.path, _members(e, d, MEMBER_LINES))
 
 
+def member_names(
+    index: WorkspaceIndex, path: str, language: str, imports: tuple[Import, ...], before: str
+) -> tuple[str, ...]:
+    """The names that may follow the member access ending ``before`` when the index is
+    sure of them all, else ``()``: a module alias (Python ``import m as alias``, a Go
+    package: its top-level names, exported ones for Go, with what a Python module imports;
+    none when it has a wildcard import or ``__getattr__``), or a class named directly
+    (``Validate.``) that extends nothing (its direct members). Variables, ``self`` and
+    ``this``, JavaScript modules (whose exports are assignments) and classes with a base
+    give ``()``: their members are not all in the index."""
+    receiver = _receiver(before)
+    if not receiver or language in ("javascript", "typescript", "tsx"):
+        return ()
+    for imp in imports:
+        files = index.resolve(path, language, imp)
+        if not files:
+            continue
+        bound = imp.local.split(".")[0] if (imp.local and language == "python" and imp.level == 0) else imp.local
+        if imp.local and receiver in (bound, imp.local) and (language != "python" or imp.local == receiver):
+            return _module_names(index, files if language == "go" else files[:1], language)
+        for imported, local in imp.names:
+            if local != receiver:
+                continue
+            e = index.entry(files[0])
+            if e is None:
+                return ()
+            if language == "python" and not any(d.name == imported and d.depth == 0 for d in e.facts.definitions):
+                sub = [f for f in files if os.path.splitext(os.path.basename(f))[0] == imported]
+                return _module_names(index, sub[:1], language) if sub else ()  # from pkg import module
+            return _class_names(index, e, imported)
+    found = [(e, d) for e, d in index.definitions(receiver) if e.path != path and d.depth == 0 and d.kind == "class"]
+    if len(found) != 1:
+        return ()
+    return _class_names(index, found[0][0], receiver)
+
+
+def _module_names(index: WorkspaceIndex, files: list[str], language: str) -> tuple[str, ...]:
+    names: set[str] = set()
+    for f in files:
+        e = index.entry(f)
+        if e is None:
+            return ()
+        for imp in e.facts.imports:
+            if any(n == "*" for n, _l in imp.names):
+                return ()
+            names.update(local for _n, local in imp.names)
+            if imp.local:
+                names.add(imp.local.split(".")[0])
+        names.update(d.name for d in e.facts.definitions if d.depth == 0)
+    if "__getattr__" in names:
+        return ()
+    if language == "go":
+        names = {n for n in names if n[:1].isupper()}
+    return tuple(sorted(names))
+
+
+def _class_names(index: WorkspaceIndex, e: Entry, name: str) -> tuple[str, ...]:
+    lines = index.lines(e.path) or []
+    for d in e.facts.definitions:
+        if d.name != name or d.depth != 0 or d.kind != "class" or d.line >= len(lines):
+            continue
+        head = lines[d.line]
+        if re.search(r"\b(extends|implements)\b", head) or re.search(
+            r"^\s*class\s+\w+\s*\((?!\s*(object)?\s*\))", head
+        ):
+            return ()  # members it inherits are not all here
+        return tuple(sorted({x.name for x in e.facts.definitions if d.line < x.line < d.end and x.depth == 1}))
+    return ()
+
+
 def _siblings(index: WorkspaceIndex, path: str, text: str) -> list[str]:
     """Other files of ``path``'s folder (a Go or Java package sees their names without
     an import), the ones whose names ``text`` uses most first, at most ``MAX_SIBLINGS``."""

@@ -30,6 +30,7 @@ imports the prompt side. See docs/architecture.md ("What the model sees").
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -38,13 +39,15 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .. import tokens
-from .candidates import Candidate, workspace_candidates
+from .candidates import Candidate, member_names, workspace_candidates
 from .edits import EditLog
 from .index import _definition_span, _index, _Indexed, identifiers_near
 from .languages import language_of_id
 from .parse import Definition, Import, facts
 from .snippet import Snippet
 from .workspace import WorkspaceIndex
+
+log = logging.getLogger(__name__)
 
 ALIGN_LINES = 16  # the prefix window's alignment (context.ALIGN_LINES)
 EDIT_CONTEXT_LINES = 6  # lines above and below an edited line
@@ -189,6 +192,21 @@ class CrossFileContext:
         st.snippets = self._choose(others, st, budget, ws, before, after)
         self.recomputed += 1
         return st.snippets
+
+    def members_at(self, uri: str, before: str) -> tuple[str, ...]:
+        """The member names the workspace index is sure may follow the member access that
+        ends ``before`` in ``uri`` (``candidates.member_names``), for the healing
+        grammar; ``()`` when it is not sure, or for a document it does not serve. Uses
+        the imports read at the last :meth:`select` of ``uri``."""
+        ws = self._workspace_for(uri)
+        st = self._states.get(uri)
+        if ws is None or st is None:
+            return ()
+        try:
+            return member_names(ws[0], ws[1], ws[2], st.imports, before)
+        except Exception:  # noqa: BLE001 - never fail a request over a hint
+            log.warning("workspace index: member lookup failed", exc_info=True)
+            return ()
 
     def _workspace_for(self, uri: str) -> tuple[WorkspaceIndex, str, str] | None:
         """``(index, path, language)`` when the workspace index serves ``uri``."""

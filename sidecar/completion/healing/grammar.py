@@ -47,3 +47,11 @@ def grammar_for(heal: str) -> str:
     ``heal`` and goes on with anything: ``.`` is llama.cpp's any-character element,
     line breaks included."""
     return f"root ::= {gbnf_literal(heal)} .*\n"
+
+
+def choices_grammar(choices: tuple[str, ...]) -> str:
+    """A GBNF grammar for output that starts with one of ``choices`` (whole identifiers)
+    followed by the end or by a character that cannot continue an identifier, then
+    anything."""
+    alts = " | ".join(gbnf_literal(c) for c in choices)
+    return f"root ::= ({alts}) ([^a-zA-Z0-9_$] .*)?\n"

@@ -23,17 +23,43 @@ from ..dialects import DIALECTS
 GRAMMAR_PHASE_APIS = frozenset(name for name, d in DIALECTS.items() if d.grammar_phases)
 
 
-def split_request(req: UpstreamRequest, api: str, heal: str) -> UpstreamRequest | None:
+def split_request(req: UpstreamRequest, api: str, heal: str, choices: tuple[str, ...] = ()) -> UpstreamRequest | None:
     """The constrained first phase of ``req`` (a request carrying a healing grammar), or
     None when ``req`` is sent as it is. The first phase may generate at most
     ``len(heal) + 1`` tokens (every token carries at least one character), and the stream
-    is closed once the heal is out; :func:`continuation` goes on without the grammar."""
+    is closed once the heal is out; with member ``choices`` (``plan.HealingPlan``), once
+    a whole member and the character after it are out. :func:`continuation` goes on
+    without the grammar."""
     body = req.body
-    if api not in GRAMMAR_PHASE_APIS or not heal or "grammar" not in body or not isinstance(body.get("prompt"), str):
+    if api not in GRAMMAR_PHASE_APIS or not (heal or choices) or "grammar" not in body:
         return None
+    if not isinstance(body.get("prompt"), str):
+        return None
+    need = _need(heal, choices)
     limit = int(body.get("max_tokens") or 0)
-    first = dict(body, max_tokens=min(limit, len(heal) + 1) if limit > 0 else len(heal) + 1)
+    first = dict(body, max_tokens=min(limit, need) if limit > 0 else need)
     return dataclasses.replace(req, body=first)
+
+
+def _need(heal: str, choices: tuple[str, ...]) -> int:
+    """Model tokens the constrained phase may need (a token carries 1+ characters)."""
+    return (max(len(c) for c in choices) + 2) if choices else len(heal) + 1
+
+
+def _out(produced: str, heal: str, choices: tuple[str, ...]) -> bool:
+    """Whether the constrained part is out: the heal, or a whole member choice and the
+    character after it (which shows the name ended)."""
+    if not choices:
+        return len(produced) >= len(heal)
+    return (
+        any(
+            produced.startswith(c)
+            and len(produced) > len(c)
+            and not (produced[len(c)].isalnum() or produced[len(c)] in "_$")
+            for c in choices
+        )
+        or len(produced) >= max(len(c) for c in choices) + 1
+    )
 
 
 def continuation(req: UpstreamRequest, produced: str, tokens_used: int) -> UpstreamRequest | None:
@@ -57,12 +83,13 @@ async def stream_healed(
     info: StreamInfo,
     api: str,
     heal: str,
+    choices: tuple[str, ...] = (),
 ) -> AsyncGenerator[str, None]:
     """Yield the deltas of ``req`` from ``stream`` (a backend's ``stream``), in two phases
     where :func:`split_request` says so: the constrained request until the heal is out,
     then :func:`continuation`. ``info`` describes the whole: TTFT from the first phase,
     the end, finish reason, usage and truncation from the last; events are summed."""
-    first = split_request(req, api, heal)
+    first = split_request(req, api, heal, choices)
     if first is None:
         async with contextlib.aclosing(stream(req, info)) as deltas:
             async for delta in deltas:
@@ -74,7 +101,7 @@ async def stream_healed(
         async for delta in deltas:
             produced += delta
             yield delta
-            if len(produced) >= len(heal):
+            if _out(produced, heal, choices):
                 cut = True  # the heal is out (or contradicted: the caller stops then)
                 break
     if not cut or not produced.startswith(heal):

@@ -44,10 +44,11 @@ from dataclasses import dataclass
 
 from ..context import CompletionContext
 from ..dialects import DIALECTS
-from .grammar import grammar_for
+from .grammar import choices_grammar, grammar_for
 
 MAX_WORD_CHARS = 32  # a longer identifier run is left alone (minified or generated text)
 MAX_SPACE_CHARS = 32  # horizontal whitespace cut with (or instead of) a word
+MAX_CHOICES = 200  # member names in one grammar (more: the receiver is not constrained)
 #: Wire formats whose engine takes a GBNF grammar (llama.cpp's): ``Dialect.llama_cpp``.
 CONSTRAINED_APIS = frozenset(name for name, d in DIALECTS.items() if d.llama_cpp)
 FILTERED_STRATEGIES = frozenset({"suffix", "template", "prefix"})
@@ -97,6 +98,15 @@ class HealingPlan:
     heal: str = ""
     prompt_prefix: str = ""
     constrained: bool = False
+    #: Member names the output must start with (each starts with ``heal``), whole and
+    #: followed by anything but an identifier character: the members the workspace index
+    #: knows for the receiver at the cursor (``CompletionContext.members``). Empty: none.
+    choices: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Whether the plan changes the request (a heal, or member choices)."""
+        return bool(self.heal or self.choices)
 
     @property
     def extra_tokens(self) -> int:
@@ -106,7 +116,11 @@ class HealingPlan:
 
     def grammar(self) -> str | None:
         """The GBNF grammar of a constrained plan (None otherwise)."""
-        return grammar_for(self.heal) if self.heal and self.constrained else None
+        if not self.constrained:
+            return None
+        if self.choices:
+            return choices_grammar(self.choices)
+        return grammar_for(self.heal) if self.heal else None
 
     def healed_context(self, ctx: CompletionContext) -> CompletionContext:
         """``ctx`` with the heal cut off its prefix: the context the prompt is built from.
@@ -129,6 +143,14 @@ def plan_for(ctx: CompletionContext, *, api: str, strategy: str) -> HealingPlan:
     if not constrained and strategy not in FILTERED_STRATEGIES:
         return NO_HEALING  # chat, or a strategy we do not know
     prompt_prefix, heal = split_heal(ctx.prefix, whitespace=constrained)
+    if constrained and ctx.members and heal == heal.lstrip(_SPACE):
+        # The cursor is right after a member access (``Validate.``) or in the member's
+        # name (``Validate.no``): the output must start with one of the members.
+        choices = tuple(sorted({m for m in ctx.members if m.startswith(heal) and m != heal}))
+        if choices and len(choices) <= MAX_CHOICES:
+            return HealingPlan(
+                heal=heal, prompt_prefix=prompt_prefix if heal else ctx.prefix, constrained=True, choices=choices
+            )
     if not heal:
         return NO_HEALING
     if not constrained and not looks_unfinished(heal.lstrip(_SPACE), ctx):

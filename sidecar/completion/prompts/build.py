@@ -83,7 +83,7 @@ def build_request(
     With a ``heal`` plan (:mod:`.healing`) the prompt is built from the prefix without
     the heal, ``max_tokens`` grows by the heal's estimated tokens, and a constrained plan
     adds its GBNF ``grammar`` to the body (llama-cpp-python, llama-server)."""
-    if heal is not None and heal.heal:
+    if heal is not None and heal.active:
         req = build_request(
             heal.healed_context(ctx),
             strategy,
