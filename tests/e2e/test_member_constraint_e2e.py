@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
+from test_code_model_e2e import final_text, require_code_model
 
 from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar_env
-from test_code_model_e2e import final_text, require_code_model
 
 pytestmark = pytest.mark.timeout(300)
 
