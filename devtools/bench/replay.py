@@ -361,7 +361,7 @@ class ModeRun:
             "SIDECAR_SCHEDULING": self.spec.scheduling,
             "SIDECAR_PREFETCH": "true" if self.spec.prefetch else "false",
             "SIDECAR_CONFIG": str(self._config_file()),
-            "SIDECAR_LOG_LEVEL": "warning",
+            "SIDECAR_LOG_LEVEL": str(self.opts.settings.get("log_level", "warning")),  # --set log_level=debug
             "XDG_CACHE_HOME": str(self.workdir / "cache"),
             "XDG_STATE_HOME": str(self.workdir / "state"),
             "SIDECAR_CACHE": "true" if self.spec.cache else "false",

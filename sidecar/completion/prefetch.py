@@ -18,11 +18,15 @@ Budget, in order of precedence:
   (default 1) at once, never in the last free upstream slot, and a user stream that
   finds no free slot cancels running prefetches first;
 - it is cancelled as soon as a request shows the user diverged from the speculated text;
-- it respects a rolling per-minute token budget (``prefetch_tokens_per_min``; by default
-  6,000 for cloud backends, about four full prompts, and 200,000 for a local engine),
-  reserving the prompt's estimated tokens (cl100k) plus ``max_tokens`` before it starts,
-  and giving back what it did not use when it ends (the prompt and the generated tokens
-  stay spent; a prefetch the cache answered costs nothing);
+- it respects a rolling per-minute budget of *speculative* tokens
+  (``prefetch_tokens_per_min``; by default 12,000 for cloud backends, about twelve
+  prompts of the usual windows, and 200,000 for a local engine), reserving the prompt's estimated
+  tokens (cl100k) plus ``max_tokens`` before it starts, and giving back what it did not
+  use when it ends (the prompt and the generated tokens of a prefetch nobody used stay
+  spent). A prefetch that came true gives back all of it: it answered a request the user
+  made, which would have cost a stream of its own, so it spent nothing extra. A prefetch
+  the cache answered costs nothing either. The budget thus caps the waste (tokens
+  nobody saw), not the speculation that pays;
 - it pauses while the backend is rate-limited (``prefetch.skipped_limited``) or busy
   (``prefetch.skipped_load``, ``load.py``).
 
@@ -32,6 +36,7 @@ came true (``doc.prefetch``). See docs/architecture.md.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -49,7 +54,9 @@ if TYPE_CHECKING:
     from .session import DocSession
     from .slots import StreamSlots
 
-CLOUD_TOKENS_PER_MIN = 6_000
+log = logging.getLogger(__name__)
+
+CLOUD_TOKENS_PER_MIN = 12_000
 LOCAL_TOKENS_PER_MIN = 200_000
 
 
@@ -117,6 +124,7 @@ class Prefetcher:
         self._cache = cache
         self._on_end = on_end
         self._budget: TokenBudget | None = None
+        self._reserved: dict[InflightStream, list[float]] = {}  # the documents' prefetches' reservations
 
     def adopt(self, doc: DocSession, req: Request) -> Answer | None:
         """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
@@ -136,6 +144,7 @@ class Prefetcher:
             rem = p.remainder(typed, req.ctx) if p.done else ""
             if p.done and not rem:
                 return None
+            self._refund(p)
             # The speculation came true: it becomes the user stream.
             doc.prefetch = None
             doc.replace_stream(p)
@@ -159,15 +168,25 @@ class Prefetcher:
             return
         if doc.stream is not None and doc.stream.covers(doc_prefix, doc_suffix):
             self.metrics.count("prefetch.skipped_covered")  # the lookahead has it (inflight.py)
+            log.debug("prefetch %s skipped: the document's stream covers it", why)
             return
         p = doc.prefetch
         if p is not None:
             typed = p.typed_since_anchor(doc_prefix, doc_suffix)
             if typed == "" or p.covers(doc_prefix, doc_suffix):
+                log.debug("prefetch %s skipped: the prefetch holds it", why)
                 return  # the running or finished prefetch already holds (or tried) this
+            if why == "next_line" and typed is not None and not typed.strip() and not p.failed:
+                # The prefetch at the end of the accepted line is the model's own view of
+                # what follows it (the next line, or a blank one): the request right after
+                # the accept needs it, and a guessed indentation must not replace it.
+                self.metrics.count("prefetch.skipped_line_end")
+                log.debug("prefetch %s skipped: the prefetch at the line end answers it", why)
+                return
         live = sum(1 for d in self._docs.values() if d.prefetch is not None and not d.prefetch.done and d is not doc)
         if live >= st.prefetch_max_concurrent or (self.slots.active_user + live >= st.max_concurrent_streams - 1):
             self.metrics.count("prefetch.skipped_busy")
+            log.debug("prefetch %s skipped: no free slot", why)
             return
         ctx = self.upstream.make_context(doc_prefix, doc_suffix, language)
         if ctx is None:
@@ -177,12 +196,20 @@ class Prefetcher:
         reserved = self.budget().try_reserve(estimate)
         if reserved is None:
             self.metrics.count("prefetch.skipped_budget")
+            log.debug(
+                "prefetch %s skipped: budget (%d of %d tokens a minute spent)",
+                why,
+                self.budget().used(),
+                self.budget().per_min,
+            )
             return
         self.drop(doc, "replaced")
         s = InflightStream(uri, ctx, doc_prefix, doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines)
+        self._reserved[s] = reserved
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")
+        log.debug("prefetch %s issued: %d prompt tokens, at ...%r", why, prompt, doc_prefix[-40:])
         self.metrics.count("prefetch.tokens_reserved", estimate)
         s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta), lambda s: self._ended(s, reserved, prompt))
 
@@ -209,15 +236,24 @@ class Prefetcher:
         generated = tokens.count(s.filter.raw) if s.filter.raw else 0
         if s.end is not StreamEnd.CACHED:
             self.metrics.count("prefetch.tokens_generated", generated)
-        # What it cost: its prompt and what it generated (nothing when the cache had it).
-        TokenBudget.settle(reserved, 0 if s.end is StreamEnd.CACHED else prompt + generated)
+        # What it wasted: its prompt and what it generated, unless it answered the user
+        # (or the cache had it).
+        TokenBudget.settle(reserved, 0 if s.used or s.end is StreamEnd.CACHED else prompt + generated)
         self._on_end(s)
+
+    def _refund(self, s: InflightStream) -> None:
+        """``s`` answered a request the user made: its tokens leave the waste budget."""
+        reserved = self._reserved.pop(s, None)
+        if reserved is not None:
+            self.metrics.count("prefetch.tokens_refunded", int(reserved[1]))
+            TokenBudget.settle(reserved, 0)
 
     def drop(self, doc: DocSession, why: str) -> None:
         """Close ``doc``'s prefetch (if any) and count why (``prefetch.cancelled.<why>``)."""
         p, doc.prefetch = doc.prefetch, None
         if p is None:
             return
+        self._reserved.pop(p, None)
         if p.close():
             self.metrics.count("prefetch.cancelled")
             self.metrics.count(f"prefetch.cancelled.{why}")

@@ -211,7 +211,10 @@ class Settings:
     )
     prefetch_max_concurrent: int = setting(1, range=(1, 16), doc="prefetch streams at once")
     prefetch_tokens_per_min: int | None = setting(
-        None, range=(0, 100_000_000), default_doc="6,000 cloud / 200,000 local", doc="rolling token budget for prefetch"
+        None,
+        range=(0, 100_000_000),
+        default_doc="12,000 cloud / 200,000 local",
+        doc="rolling budget of tokens spent on prefetches nobody used (a used one costs nothing against it)",
     )
     # ----------------------------------------------------------- the cache
     cache_enabled: bool = setting(True, env="SIDECAR_CACHE", doc="the completion cache")

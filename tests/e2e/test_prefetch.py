@@ -178,3 +178,59 @@ async def test_accept_before_the_prefetch_has_text_keeps_it(tmp_path):
     assert st["counters"]["sched.streams_started"] == 1 and st["counters"]["sched.joined"] == 1
     assert completions(sim)[1].body["prompt"].endswith("* r * r") and completions(sim)[1].completed
     assert st["prefetch"].get("skipped_busy", 0) == 0 and "cancelled.replaced" not in st["prefetch"]
+
+
+async def test_a_guessed_next_line_never_replaces_the_prefetch_at_the_line_end(tmp_path):
+    """The model says a blank line follows the accepted line. Accepting it must not swap
+    that prefetch for one at a guessed indentation (the editor asks at the line end
+    first, right after the accept)."""
+
+    def resp(body):
+        p = body["prompt"]
+        if p.endswith("* r * r"):
+            return "\n\n    return result"
+        return responder(body)
+
+    async with SimulatedBackend(latency=LatencyModel(ttft_ms=40, tokens_per_s=200, seed=1), responder=resp) as sim:
+        async with sidecar(env_for(tmp_path, sim)) as client:
+            open_doc(client, URI, "import math\n\ndef area(r):\n    \n")
+            item = (await ask(client, 3, 4)).items[0]
+            await sim.wait_until(lambda: len(completions(sim)) >= 2 and completions(sim)[1].ended_at, timeout=5)
+            insert(client, 2, 3, 4, item.insert_text)
+            await accept(client, item)
+            after_accept = await ask(client, 3, 4 + len(item.insert_text))
+            await asyncio.sleep(0.2)
+            st = await stats(client)
+    assert after_accept.items[0].insert_text.strip() == "return result"  # from the prefetch
+    prompts = [r.body["prompt"] for r in completions(sim)]
+    assert not any(p.endswith("* r * r\n    ") for p in prompts), prompts
+    assert st["prefetch"]["skipped_line_end"] >= 1
+    assert st["prefetch"]["used"] == 1
+
+
+async def test_a_prefetch_that_came_true_gives_its_tokens_back(tmp_path):
+    """The budget caps waste. A budget that holds one prefetch and a half: after the
+    first prefetch answers the request that follows the accept, the next speculation
+    still fits (it would not if the used one stayed spent)."""
+    doc = "import math\n\ndef area(r):\n    \n"
+    max_tokens = 32
+    first = tokens.count("import math\n\ndef area(r):\n    result = 3.14159 * r * r") + tokens.count("\n")
+    second = tokens.count("import math\n\ndef area(r):\n    result = 3.14159 * r * r\n    return result")
+    second += tokens.count("\n")
+    spent = first + tokens.count("\n    return result")  # the first prefetch's prompt and text
+    budget = max(first, second) + max_tokens + spent // 2
+    async with SimulatedBackend(latency=LatencyModel(ttft_ms=40, tokens_per_s=200, seed=1), responder=responder) as sim:
+        env = env_for(tmp_path, sim)
+        async with sidecar(env, init_options={"prefetchTokensPerMin": budget, "maxTokens": max_tokens}) as client:
+            open_doc(client, URI, doc)
+            item = (await ask(client, 3, 4)).items[0]
+            await sim.wait_until(lambda: len(completions(sim)) >= 2 and completions(sim)[1].ended_at, timeout=5)
+            insert(client, 2, 3, 4, item.insert_text)
+            await accept(client, item)
+            after_accept = await ask(client, 3, 4 + len(item.insert_text))
+            await sim.wait_until(lambda: len(completions(sim)) >= 3, timeout=5)
+            st = await stats(client)
+    assert after_accept.items[0].insert_text == "\n    return result"
+    assert completions(sim)[2].body["prompt"].endswith("return result")  # the next speculation
+    assert st["prefetch"]["issued"] == 2 and st["prefetch"].get("skipped_budget", 0) == 0
+    assert st["prefetch"]["tokens_refunded"] >= first
