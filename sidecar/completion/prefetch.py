@@ -209,7 +209,7 @@ class Prefetcher:
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")
-        log.debug("prefetch %s issued: %d prompt tokens, at ...%r", why, prompt, doc_prefix[-40:])
+        log.debug("prefetch %s issued: %d prompt tokens, at offset %d", why, prompt, len(doc_prefix))
         self.metrics.count("prefetch.tokens_reserved", estimate)
         s.run(lambda filt, on_delta: self._run(ctx, filt, on_delta), lambda s: self._ended(s, reserved, prompt))
 
