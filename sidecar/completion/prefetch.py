@@ -19,8 +19,8 @@ Budget, in order of precedence:
   finds no free slot cancels running prefetches first;
 - it is cancelled as soon as a request shows the user diverged from the speculated text;
 - it respects a rolling per-minute budget of *speculative* tokens
-  (``prefetch_tokens_per_min``; by default 12,000 for cloud backends, about twelve
-  prompts of the usual windows, and 200,000 for a local engine), reserving the prompt's estimated
+  (``prefetch_tokens_per_min``; by default 12,000 for cloud backends, about eleven
+  prefetches of a 1,000-token prompt, and 200,000 for a local engine; 0: none), reserving the prompt's estimated
   tokens (cl100k) plus ``max_tokens`` before it starts, and giving back what it did not
   use when it ends (the prompt and the generated tokens of a prefetch nobody used stay
   spent). A prefetch that came true gives back all of it: it answered a request the user
@@ -124,7 +124,8 @@ class Prefetcher:
         self._cache = cache
         self._on_end = on_end
         self._budget: TokenBudget | None = None
-        self._reserved: dict[InflightStream, list[float]] = {}  # the documents' prefetches' reservations
+        # The documents' prefetches: their reservations and prompt tokens.
+        self._reserved: dict[InflightStream, tuple[list[float], int]] = {}
 
     def adopt(self, doc: DocSession, req: Request) -> Answer | None:
         """Use ``doc``'s prefetch for ``req`` if the user typed into what it speculated:
@@ -138,12 +139,12 @@ class Prefetcher:
             return None
         typed = p.match(req.doc_prefix, req.doc_suffix)
         if typed is not None and (p.text or not p.done):
+            rem = p.remainder(typed, req.ctx) if p.done else ""
+            if p.done and not rem:
+                return None  # typed through to its end: it showed nothing (not used)
             if not p.used:
                 p.used = True
                 self.metrics.count("prefetch.used")
-            rem = p.remainder(typed, req.ctx) if p.done else ""
-            if p.done and not rem:
-                return None
             self._refund(p)
             # The speculation came true: it becomes the user stream.
             doc.prefetch = None
@@ -176,10 +177,11 @@ class Prefetcher:
             if typed == "" or p.covers(doc_prefix, doc_suffix):
                 log.debug("prefetch %s skipped: the prefetch holds it", why)
                 return  # the running or finished prefetch already holds (or tried) this
-            if why == "next_line" and typed is not None and not typed.strip() and not p.failed:
+            if why == "next_line" and typed is not None and not typed.strip() and not p.failed and p.reach:
                 # The prefetch at the end of the accepted line is the model's own view of
                 # what follows it (the next line, or a blank one): the request right after
-                # the accept needs it, and a guessed indentation must not replace it.
+                # the accept needs it, and a guessed indentation must not replace it. One
+                # that failed or ended with nothing is replaced.
                 self.metrics.count("prefetch.skipped_line_end")
                 log.debug("prefetch %s skipped: the prefetch at the line end answers it", why)
                 return
@@ -205,7 +207,7 @@ class Prefetcher:
             return
         self.drop(doc, "replaced")
         s = InflightStream(uri, ctx, doc_prefix, doc_suffix, st.confidence_cut_logprob or None, st.lookahead_lines)
-        self._reserved[s] = reserved
+        self._reserved[s] = (reserved, prompt)
         doc.prefetch = s
         self.metrics.count("prefetch.issued")
         self.metrics.count(f"prefetch.issued.{why}")
@@ -216,9 +218,9 @@ class Prefetcher:
     def budget(self) -> TokenBudget:
         """The rolling token budget for the backend kind the next stream goes to."""
         st = self.upstream.settings
-        per_min = st.prefetch_tokens_per_min or (
-            LOCAL_TOKENS_PER_MIN if self.upstream.local_backend() else CLOUD_TOKENS_PER_MIN
-        )
+        per_min = st.prefetch_tokens_per_min
+        if per_min is None:  # 0 is a budget too: no prefetch
+            per_min = LOCAL_TOKENS_PER_MIN if self.upstream.local_backend() else CLOUD_TOKENS_PER_MIN
         if self._budget is None or self._budget.per_min != per_min:
             self._budget = TokenBudget(per_min)
         return self._budget
@@ -243,9 +245,13 @@ class Prefetcher:
 
     def _refund(self, s: InflightStream) -> None:
         """``s`` answered a request the user made: its tokens leave the waste budget."""
-        reserved = self._reserved.pop(s, None)
-        if reserved is not None:
-            self.metrics.count("prefetch.tokens_refunded", int(reserved[1]))
+        held = self._reserved.pop(s, None)
+        if held is not None:
+            reserved, prompt = held
+            # What it would have cost: a finished one's settled tokens; a running one's prompt.
+            self.metrics.count(
+                "prefetch.tokens_refunded", int(reserved[1]) if s.done else min(prompt, int(reserved[1]))
+            )
             TokenBudget.settle(reserved, 0)
 
     def drop(self, doc: DocSession, why: str) -> None:

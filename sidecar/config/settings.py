@@ -214,7 +214,7 @@ class Settings:
         None,
         range=(0, 100_000_000),
         default_doc="12,000 cloud / 200,000 local",
-        doc="rolling budget of tokens spent on prefetches nobody used (a used one costs nothing against it)",
+        doc="rolling budget of tokens spent on prefetches nobody used (a used one costs nothing against it; 0: no prefetch)",
     )
     # ----------------------------------------------------------- the cache
     cache_enabled: bool = setting(True, env="SIDECAR_CACHE", doc="the completion cache")
