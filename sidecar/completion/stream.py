@@ -33,6 +33,7 @@ from . import healing
 from .context import CompletionContext
 from .dialects import dialect_for
 from .postprocess import StreamFilter
+from .postprocess.receiver_stutter import ReceiverStutter, receiver_before_cursor
 from .prompts import build_request, choose_strategy
 from .prompts.eol import line_break_lift
 from .stream_record import StreamRecord, record_stream
@@ -162,6 +163,8 @@ class StreamRunner:
             strategy = choose_strategy(target.api, model, s.fim, frozenset(rejected))
             plan, line_break, req = self._build(ctx, strategy, target, model)
             unheal = healing.Unhealer(plan.heal)  # the model re-writes the heal; the filter never sees it
+            # ``Name.`` before the cursor and the model starts with ``Name.`` again.
+            stutter = ReceiverStutter(receiver_before_cursor(ctx.line_prefix, ctx.prefix, ctx.suffix))
             req.read_timeout_s = deadline_ms / 1000
             out.info = info = StreamInfo()
             info.token_logprobs = filt.token_logprobs  # the gate reads them from the filter (gate.py)
@@ -194,6 +197,7 @@ class StreamRunner:
                             if unheal.mismatch:  # a candidate that does not continue the cursor's word
                                 svc.metrics.count("heal.mismatch")
                                 break
+                            delta = stutter.feed(delta)
                             if line_break and delta:
                                 delta, line_break = line_break + delta, ""
                             stop = filt.feed(delta)
@@ -202,6 +206,14 @@ class StreamRunner:
                             if stop:
                                 svc.metrics.count("upstream.closed_early")
                                 break
+                    rest = stutter.flush()  # a start of the receiver that never completed
+                    if rest and not filt.done and not unheal.mismatch:
+                        filt.feed(line_break + rest)
+                        line_break = ""
+                        if on_delta is not None:
+                            on_delta()
+                    if stutter.stripped:
+                        svc.metrics.count("postprocess.receiver_stutter")
                 if filt.done or unheal.mismatch:  # closed before its end: the socket went with it
                     svc.spare_connection()
             except TimeoutError:
