@@ -92,14 +92,20 @@ def _real_backend() -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def _local_backend() -> dict[str, Any]:
-    """The model a ``local`` run's managed engine loads, as the sidecar resolves it."""
+def _local_backend(settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The model a ``local`` run's managed engine loads, as the sidecar resolves it: the
+    ``--set`` settings first (``local_model``, ``local_model_path``), then the user's
+    environment; ``auto`` by this machine's measured speeds (the run's servers get a copy
+    of the speed cache, :func:`devtools.bench.replay.seed_speed_cache`)."""
     import os
 
     from sidecar.models.select import choose
 
+    settings = settings or {}
+    name = settings.get("local_model") or os.environ.get("SIDECAR_LOCAL_MODEL") or None
+    path = settings.get("local_model_path") or os.environ.get("SIDECAR_LOCAL_MODEL_PATH") or None
     try:
-        c = choose(os.environ.get("SIDECAR_LOCAL_MODEL") or None, os.environ.get("SIDECAR_LOCAL_MODEL_PATH") or None)
+        c = choose(str(name) if name else None, str(path) if path else None)
         return {
             "engine": "managed (llama-cpp-python)",
             "model": str(getattr(c, "name", "") or ""),
@@ -109,8 +115,8 @@ def _local_backend() -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def _backend_info(backend: str) -> dict[str, Any]:
-    return _local_backend() if backend == "local" else _real_backend()
+def _backend_info(backend: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    return _local_backend(settings) if backend == "local" else _real_backend()
 
 
 def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan], modes: list[str]) -> dict[str, Any]:
@@ -118,7 +124,7 @@ def _describe_setup(opts: RunOptions, typist: TypistModel, plans: list[FilePlan]
     return {
         "modes": {m: asdict(MODE_SPECS[m]) for m in modes},
         "backend": opts.backend,
-        "real_backend": None if sim else _backend_info(opts.backend),
+        "real_backend": None if sim else _backend_info(opts.backend, opts.settings),
         "seed": opts.seed,
         "latency": opts.latency if sim else None,
         "wrong_rate": opts.wrong_rate if sim else None,
@@ -224,7 +230,7 @@ async def run_bench(
             f"(sigma {lat.get('ttft_jitter', 0):g}), {lat['tokens_per_s']:g} tokens/s"
         )
     elif backend == "local":
-        title = f"keystroke replay, seed {seed}: local engine, {_local_backend().get('model', '')}"
+        title = f"keystroke replay, seed {seed}: local engine, {_local_backend(opts.settings).get('model', '')}"
     else:
         real = _real_backend()
         title = f"keystroke replay, seed {seed}: SiliconFlow {real.get('model', '')} at {real.get('base_url', '')}"
@@ -531,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         where = f"simulated backend {lat}, {100 * wrong_rate:g}% wrong answers"
     elif args.backend == "local":
-        where = f"local engine, {_local_backend().get('model')}"
+        where = f"local engine, {_local_backend(settings).get('model')}"
     else:
         real = _real_backend()
         where = f"SiliconFlow {real.get('model')} at {real.get('base_url')}"

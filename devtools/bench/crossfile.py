@@ -362,6 +362,18 @@ async def warm_up(qc: CrossClient, hole: CrossHole) -> None:
     qc.updates.pop(uri, None)
 
 
+def counter_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, int]:
+    """The ``sidecar.stats`` counters that changed between two snapshots (``after`` minus
+    ``before``, by counter name): what the server did for one hole (``gate.held_back``,
+    ``empty``, ``postprocess.*``...). Empty when either snapshot is missing."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return {}
+    b, a = before.get("counters") or {}, after.get("counters") or {}
+    return {
+        k: int(v) - int(b.get(k, 0)) for k, v in sorted(a.items()) if isinstance(v, (int, float)) and v != b.get(k, 0)
+    }
+
+
 def _failed(holes: list[CrossHole], why: str) -> list[dict[str, Any]]:
     raw = {"first": "", "final": "", "latency_ms": None, "final_ms": None, "error": why}
     return [_record(h, dict(raw), "") for h in holes]
@@ -428,7 +440,9 @@ async def run_project(
                         runs[system].records += _failed(holes[n:], "server died")
                         runs[system].notes.append(f"{name}: the server exited during the run: {qc.stderr_tail()}")
                         break
+                    before = await qc.stats()
                     raw = await ask_sidecar(qc, hole, opens_definer(system))
+                    raw["counters"] = counter_delta(before, await qc.stats())
                     runs[system].records.append(_record(hole, raw, raw["final"]))
                 runs[system].server_messages += qc.messages
                 runs[system].wall_s += time.monotonic() - t

@@ -225,6 +225,27 @@ def _describe(exc: BaseException) -> str:
     return f"error {code}: {text}" if code is not None else text
 
 
+def seed_speed_cache(cache_home: Path) -> bool:
+    """Copy the user's model-speed cache (``sidecar.models.speed.cache_path()``, as this
+    process resolves it) to where a server started with ``XDG_CACHE_HOME=cache_home``
+    reads it. Returns whether a file was copied (False when the user has none or it
+    could not be copied: the server then judges unmeasured models by hardware)."""
+    import shutil
+
+    from sidecar.models import speed
+
+    src = speed.cache_path()
+    dst = cache_home / src.parent.name / src.name
+    if not src.is_file() or dst == src:
+        return False
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+    except OSError:
+        return False
+    return True
+
+
 class ModeRun:
     """Type every plan into one sidecar started in ``mode`` (a key of :data:`MODE_SPECS`)."""
 
@@ -356,7 +377,11 @@ class ModeRun:
 
     def _common_env(self) -> dict[str, str]:
         """The settings every run of this mode gets; the naive baseline has no cache, and
-        the sidecar's cache (if any) starts empty in this run's own directory."""
+        the sidecar's cache (if any) starts empty in this run's own directory. The
+        models' measured speeds are a fact of the machine, not a cache of answers: they
+        are copied in (:func:`seed_speed_cache`), so ``local_model = "auto"`` picks what
+        it picks for the user."""
+        seed_speed_cache(self.workdir / "cache")
         return {
             "SIDECAR_SCHEDULING": self.spec.scheduling,
             "SIDECAR_PREFETCH": "true" if self.spec.prefetch else "false",

@@ -28,7 +28,8 @@ keeps the logits of every prompt token (``logits_all``), which costs prefill tim
 figures say whether the trade pays on this machine.
 
 Cache: ``<user cache dir>/sidecar/model-speed.json``; an entry is keyed by the machine
-(CPU model, CPU count, threads, GPU offload, llama-cpp-python version) and the model file
+(CPU model, CPU count, threads, GPU offload, llama-cpp-python version and build:
+:func:`engine_build_id`) and the model file
 (path, size, modification time), so a new machine, a new engine build or a new file is
 measured again. A cache file that cannot be read or parsed counts as empty (and is
 rewritten by the next measurement); one that cannot be written is logged, never raised.
@@ -108,7 +109,35 @@ def machine_key(threads: int, n_gpu_layers: int) -> str:
         engine = version("llama-cpp-python")
     except Exception:  # noqa: BLE001 - not installed: the key says so
         engine = "none"
-    return f"{cpu}|cpus={os.cpu_count()}|threads={threads}|gpu_layers={n_gpu_layers}|llama-cpp-python={engine}"
+    return (
+        f"{cpu}|cpus={os.cpu_count()}|threads={threads}|gpu_layers={n_gpu_layers}"
+        f"|llama-cpp-python={engine}|build={engine_build_id()}"
+    )
+
+
+def engine_build_id() -> str:
+    """Which compiled build of llama-cpp-python is installed: the first 12 hex digits of
+    the SHA-256 of its CPU backend library (``llama_cpp/lib/libggml-cpu.*``, else
+    ``libllama.*``), so that the same version built with other CPU features (scripts/setup's
+    AVX-512 build against the AVX2 baseline, docs/engines.md) is measured again. Found
+    without importing the package; ``"none"`` when it is not installed or has no library."""
+    import hashlib
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        return "none"
+    if spec is None or not spec.origin:
+        return "none"
+    lib = Path(spec.origin).parent / "lib"
+    for pattern in ("libggml-cpu.*", "libllama.*", "*ggml-cpu*.dll", "*llama*.dll"):
+        for path in sorted(lib.glob(pattern)):
+            try:
+                return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            except OSError:
+                continue
+    return "none"
 
 
 def _model_key(model: Path) -> str:
