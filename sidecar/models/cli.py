@@ -125,7 +125,7 @@ def _list(as_json: bool) -> int:
                 f"~{r['memory_mb']} MiB",
                 "yes" if r["fim"] else "no",
                 r["license"],
-                f"{sp['first_line_ms']:.0f} ms" if sp else "-",
+                (f"{sp['first_line_ms']:.0f} ms" + ("*" if sp.get("contended") else "")) if sp else "-",
                 f"{sp['prefill_tps']:.0f} tok/s" if sp else "-",
                 f"{sp['decode_tps']:.0f} tok/s" if sp else "-",
                 r["path"] or "no",
@@ -134,6 +134,12 @@ def _list(as_json: bool) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    if any(r["speed"] and r["speed"].get("contended") for r in rows):
+        print(
+            "* measured while other programs kept the CPUs busy: likely slow; "
+            "`sidecar model bench` again on a quiet machine",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -153,7 +159,7 @@ def _speed_of(path: Path | None) -> dict | None:
     from . import speed
 
     figures = speed.cached(path, *_speed_settings())
-    return asdict(figures) if figures else None
+    return {**asdict(figures), "contended": figures.contended} if figures else None
 
 
 def _bench(models: list[ModelEntry], draft: str) -> int:
@@ -180,9 +186,11 @@ def _bench(models: list[ModelEntry], draft: str) -> int:
                 continue
             print(
                 f"{entry.name:<20}  {d:<13}  {f.first_line_ms:>6.0f} ms  {f.prefill_tps:>6.0f} tok/s  "
-                f"{f.decode_tps:>6.1f} tok/s  {f.load_s:>4.1f} s",
+                f"{f.decode_tps:>6.1f} tok/s  {f.load_s:>4.1f} s{'  (contended)' if f.contended else ''}",
                 flush=True,
             )
+            if f.contended:
+                print(f"sidecar: {speed.contention_note(entry.name, f)}", file=sys.stderr)
     print(
         f"threads {threads}, GPU layers {layers}; keystroke = {speed.KEYSTROKE_TOKENS} prompt tokens evaluated "
         f"again + a {speed.FIRST_LINE_TOKENS}-token first line; auto picks the largest within "
@@ -247,6 +255,8 @@ def _measure_after_pull(entry: ModelEntry, path: Path) -> None:
         f"tokens/s, decode {f.decode_tps:.1f} tokens/s",
         file=sys.stderr,
     )
+    if f.contended:
+        print(f"sidecar: {speed.contention_note(entry.name, f)}", file=sys.stderr)
 
 
 def _path(entry: ModelEntry, _args: argparse.Namespace) -> int:

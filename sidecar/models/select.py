@@ -12,6 +12,8 @@ Rules, first match wins:
    largest whose keystroke first line (:mod:`.speed`, measured once per machine and model
    and cached; ``sidecar model pull`` and ``sidecar model bench`` measure) fits the typing
    budget (``speed.TYPING_BUDGET_MS``, 1,000 ms); when none fits, the fastest measured one.
+   A larger model left out on figures measured while other programs kept the CPUs busy
+   (``Speed.contended``) is named in the note, with the command that measures it again.
    A model not measured yet on this machine is judged as before measurements existed: with
    a GPU the largest that fits, on a CPU the smallest (a 1.5B model answers in seconds per
    keystroke on a laptop CPU), with a note that says how to measure. With no code model
@@ -110,7 +112,10 @@ def _auto() -> LocalModelChoice:
         within = [m for m in measured if m[2].first_line_ms <= speed.TYPING_BUDGET_MS]
         if within:
             e, p, f = within[-1]  # the largest that fits the budget
-            return LocalModelChoice(p, e.name, e.fim)
+            # A larger model left out on figures taken while the CPUs were busy elsewhere.
+            doubtful = [m for m in measured[measured.index(within[-1]) + 1 :] if m[2].contended]
+            note = speed.contention_note(doubtful[0][0].name, doubtful[0][2]) if doubtful else None
+            return LocalModelChoice(p, e.name, e.fim, note=f"local_model auto: {note}" if note else None)
         if len(measured) == len(fitting):  # all measured, none fits the budget: the fastest
             e, p, f = min(measured, key=lambda m: m[2].first_line_ms)
             return LocalModelChoice(

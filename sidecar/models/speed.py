@@ -19,7 +19,16 @@ this package) and times them:
   the two: the suffix window evaluated again (``KEYSTROKE_TOKENS``, 64 tokens: the
   smallest window ``target_ttft_ms`` chooses) plus a first line of ``FIRST_LINE_TOKENS``
   (10) generated, in ms;
-- ``load_s``: the model's load time, s.
+- ``load_s``: the model's load time, s;
+- ``others_cpus``: how many CPUs other programs kept busy, on average, during the timed
+  pass that was kept (from ``/proc/stat`` less this process's own CPU time; 0.0 where
+  ``/proc/stat`` cannot be read). A measurement while something else runs (a compile, an
+  indexer, a second model) reads slow, and ``auto`` would then keep the smaller model
+  for good. So after one untimed warm-up pass (it pages the weights in) the child times
+  up to ``MAX_PASSES`` (3) passes and stops at the first where ``others_cpus`` is under
+  ``CONTENDED_CPUS`` (0.25); when every pass was contended it keeps the fastest and says
+  so (``contended``), and ``sidecar model pull`` / ``bench`` / ``list`` tell the user to
+  measure again on a quiet machine.
 
 With ``draft="prompt-lookup"`` the same is measured with llama-cpp-python's speculative
 decoding by prompt lookup (drafts copied from n-grams of the prompt, checked by the model
@@ -60,6 +69,10 @@ FIRST_LINE_TOKENS = 10
 TYPING_BUDGET_MS = 1000
 CACHE_VERSION = 1
 DRAFTS = ("none", "prompt-lookup")
+#: Timed passes at most; the first uncontended one is kept.
+MAX_PASSES = 3
+#: Other programs' average CPU use (in CPUs) from which a pass counts as contended.
+CONTENDED_CPUS = 0.25
 
 
 class SpeedError(RuntimeError):
@@ -79,11 +92,29 @@ class Speed:
     threads: int
     draft: str = "none"
     measured_at: float = 0.0  # Unix time
+    others_cpus: float = 0.0  # CPUs other programs kept busy during the kept pass
+
+    @property
+    def contended(self) -> bool:
+        """True when other programs kept at least ``CONTENDED_CPUS`` busy in every pass:
+        the figures are likely slower than this machine is when quiet."""
+        return self.others_cpus >= CONTENDED_CPUS
 
     @staticmethod
     def predict_first_line_ms(prefill_tps: float, decode_tps: float) -> float:
         """``first_line_ms`` from the two speeds (module doc)."""
         return 1000.0 * (KEYSTROKE_TOKENS / max(prefill_tps, 1e-6) + FIRST_LINE_TOKENS / max(decode_tps, 1e-6))
+
+
+def contention_note(name: str, figures: Speed) -> str:
+    """One line for the user when ``figures`` were measured while other programs kept the
+    CPUs busy (``Speed.contended``), else ``""``."""
+    if not figures.contended:
+        return ""
+    return (
+        f"{name} was measured while other programs kept about {figures.others_cpus:.1f} CPUs busy, so its "
+        f"figures are likely slow; run `sidecar model bench {name}` again on a quiet machine"
+    )
 
 
 def cache_path() -> Path:
@@ -172,8 +203,9 @@ def cached(
     if not isinstance(raw, dict):
         return None
     try:
-        return Speed(**{k: raw[k] for k in Speed.__dataclass_fields__})
-    except (KeyError, TypeError):
+        fields = {k: raw[k] for k in Speed.__dataclass_fields__ if k in raw}
+        return Speed(**fields)  # entries written before a field existed take its default
+    except TypeError:
         return None
 
 
@@ -247,6 +279,74 @@ def _code_tokens(llm, n: int) -> list[int]:
     return llm.tokenize(text.encode("utf-8"), add_bos=False)[:n]
 
 
+class CpuMeter:
+    """Other programs' CPU use over an interval: the machine's busy time (``/proc/stat``,
+    steal included: a hypervisor giving the CPU to another guest) less this process's own
+    CPU time (``os.times``, all its threads), over the wall time. ``start()`` then
+    ``others_cpus()``, in CPUs (1.0: one CPU kept busy the whole time); 0.0 where
+    ``/proc/stat`` cannot be read (not Linux)."""
+
+    def __init__(self, stat_path: str = "/proc/stat") -> None:
+        self._stat_path = stat_path
+        self._t0 = 0.0
+        self._busy0: float | None = None
+        self._own0 = 0.0
+
+    def _busy_s(self) -> float | None:
+        try:
+            with open(self._stat_path, encoding="ascii") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 9 or fields[0] != "cpu":
+            return None
+        try:
+            # user nice system idle iowait irq softirq steal (guest time is inside user)
+            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        except ValueError:
+            return None
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own_s() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._busy0 = self._busy_s()
+        self._own0 = self._own_s()
+
+    def others_cpus(self) -> float:
+        busy = self._busy_s()
+        wall = time.perf_counter() - self._t0
+        if busy is None or self._busy0 is None or wall <= 0:
+            return 0.0
+        others = (busy - self._busy0) - (self._own_s() - self._own0)
+        return round(max(0.0, others / wall), 2)
+
+
+def _timed_pass(llm, prompt: list[int]) -> tuple[float, float]:
+    """One cold prompt and ``DECODE_TOKENS`` greedy tokens: (prefill, decode) in tokens/s.
+    ``reset()`` first: llama-cpp-python's ``generate`` would otherwise keep the beginning
+    an earlier pass left in the KV cache and evaluate only the rest."""
+    llm.reset()
+    t0 = time.perf_counter()
+    first = last = 0.0
+    n = 0
+    for _tok in llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        n += 1
+        now = time.perf_counter()
+        if n == 1:
+            first = now
+        last = now
+        if n >= DECODE_TOKENS:
+            break
+    if n < 2:
+        raise SpeedError(f"the model stopped after {n} token(s)")
+    return len(prompt) / (first - t0), (n - 1) / (last - first)
+
+
 def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
     from .llama_safety import disable_extra_buffer_types
 
@@ -271,21 +371,19 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
     )
     load_s = time.perf_counter() - t0
     prompt = _code_tokens(llm, PREFILL_TOKENS)
-    t0 = time.perf_counter()
-    first = last = 0.0
-    n = 0
-    for _tok in llm.generate(prompt, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
-        n += 1
-        now = time.perf_counter()
-        if n == 1:
-            first = now
-        last = now
-        if n >= DECODE_TOKENS:
+    # Untimed: the first prompt after the load pages the (memory-mapped) weights in.
+    for _n, _tok in zip(range(2), llm.generate(prompt[:32], temp=0.0, top_k=1, repeat_penalty=1.0, reset=True)):
+        pass
+    passes: list[tuple[float, float, float]] = []  # (prefill, decode, others_cpus)
+    meter = CpuMeter()
+    for _ in range(MAX_PASSES):
+        meter.start()
+        prefill, decode = _timed_pass(llm, prompt)
+        passes.append((prefill, decode, meter.others_cpus()))
+        if passes[-1][2] < CONTENDED_CPUS:
             break
-    if n < 2:
-        raise SpeedError(f"the model stopped after {n} token(s)")
-    prefill = len(prompt) / (first - t0)
-    decode = (n - 1) / (last - first)
+    quiet = [p for p in passes if p[2] < CONTENDED_CPUS]
+    prefill, decode, others = (quiet or [min(passes, key=lambda p: Speed.predict_first_line_ms(p[0], p[1]))])[0]
     return Speed(
         prefill_tps=round(prefill, 1),
         decode_tps=round(decode, 1),
@@ -295,6 +393,7 @@ def _child(model: str, threads: int, n_gpu_layers: int, draft: str) -> Speed:
         threads=threads,
         draft=draft,
         measured_at=round(time.time(), 1),
+        others_cpus=others,
     )
 
 

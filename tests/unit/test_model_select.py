@@ -47,7 +47,7 @@ def test_auto_on_a_cpu_takes_the_small_code_model(models_dir):
     assert choice.path == store.model_path(catalog.get("qwen2.5-coder-0.5b"))
 
 
-def _measured(name: str, first_line_ms: float) -> None:
+def _measured(name: str, first_line_ms: float, others_cpus: float = 0.0) -> None:
     """Cache figures for an installed model as a measurement on this machine would."""
     threads, layers = select.speed_settings(hardware.usable_gpu_mb() is not None)
     speed.store(
@@ -59,6 +59,7 @@ def _measured(name: str, first_line_ms: float) -> None:
             load_s=1.0,
             n_gpu_layers=layers,
             threads=threads,
+            others_cpus=others_cpus,
         ),
     )
 
@@ -75,6 +76,31 @@ def test_auto_picks_by_measured_speed(models_dir):
     _measured("qwen2.5-coder-0.5b", 1800.0)  # none fits: the fastest, and a note saying so
     choice = select.choose("auto", None)
     assert choice.name == "qwen2.5-coder-0.5b" and "about 1800 ms" in choice.note
+
+
+def test_a_larger_model_measured_under_load_is_named_in_the_note(models_dir):
+    install("qwen2.5-coder-0.5b")
+    install("qwen2.5-coder-1.5b")
+    _measured("qwen2.5-coder-0.5b", 400.0)
+    _measured("qwen2.5-coder-1.5b", 4000.0, others_cpus=1.1)  # a compile ran beside it
+    choice = select.choose("auto", None)
+    assert choice.name == "qwen2.5-coder-0.5b"
+    assert "qwen2.5-coder-1.5b" in choice.note and "sidecar model bench qwen2.5-coder-1.5b" in choice.note
+    _measured("qwen2.5-coder-1.5b", 4000.0, others_cpus=0.05)  # quiet and slow: nothing to say
+    assert select.choose("auto", None).note is None
+
+
+def test_a_cache_entry_written_before_the_load_field_still_reads(models_dir, tmp_path):
+    install("qwen2.5-coder-0.5b")
+    path = store.model_path(catalog.get("qwen2.5-coder-0.5b"))
+    _measured("qwen2.5-coder-0.5b", 400.0)
+    cache = tmp_path / "model-speed.json"
+    data = __import__("json").loads(cache.read_text())
+    for entry in data["entries"].values():
+        del entry["others_cpus"]
+    cache.write_text(__import__("json").dumps(data))
+    figures = speed.cached(path, *select.speed_settings(False))
+    assert figures.first_line_ms == 400.0 and figures.others_cpus == 0.0 and not figures.contended
 
 
 def test_speed_figures_belong_to_one_file_and_machine(models_dir, tmp_path):
