@@ -443,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
         from .crossfile import main as crossfile_main
 
         return crossfile_main(argv[1:])
+    if argv and argv[0] == "crossfile_recall":  # the cross-file name in the prompt, no model
+        from .crossfile_recall import main as recall_main
+
+        return recall_main(argv[1:])
     if argv and argv[0] == "corpus":  # the real-code corpus (devtools/bench/corpus.py)
         from .corpus import main as corpus_main
 

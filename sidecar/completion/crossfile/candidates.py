@@ -47,6 +47,8 @@ MAX_SIMILAR = 2
 QUERY_LINES_BEFORE = 12
 QUERY_LINES_AFTER = 4
 DEFINITION_LINES = 12
+HEADER_LINES = 6  # lines of a type's header read for the types it builds on
+MAX_TYPES = 4  # a type and the types it builds on, for a receiver's members
 _TOP_KINDS = ("function", "class", "type", "variable", "module")
 
 Candidate = tuple[str, str, list[int]]
@@ -60,26 +62,114 @@ def _span(lines: list[str], d: Definition) -> list[int]:
     return list(range(d.line, max(end, d.line + 1)))
 
 
-def _members(entry: Entry, d: Definition | None, cap: int = DEFINITION_LINES) -> list[int]:
+_SUBWORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def subwords(name: str) -> set[str]:
+    """The lower-case words of an identifier, 3+ letters, a plural's ``s`` dropped
+    (``toLongString``: to, long, string -> ``{"long", "string"}``; ``equals`` ->
+    ``{"equal"}``; ``snake_case`` and ``HTTPServer`` alike)."""
+    out = set()
+    for w in _SUBWORD.findall(name):
+        if len(w) >= 3:
+            w = w.lower()
+            out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def context_words(text: str) -> frozenset[str]:
+    """The subwords of every word of ``text``, keywords included (``throw`` says
+    ``rethrow``)."""
+    return frozenset(w for word in _WORD.findall(text) for w in subwords(word))
+
+
+def _first_code_line(lines: list[str], line: int, end: int) -> int:
+    """``line``, or the first line after it (before ``end``) that is not an annotation
+    or decorator (``@Deprecated``, ``@Override``, ``@property``)."""
+    while line + 1 < min(end, len(lines)) and lines[line].lstrip().startswith("@"):
+        line += 1
+    return line
+
+
+def _private(line: str) -> bool:
+    """A member another file cannot use: ``private`` in Java, C#, Kotlin, TypeScript."""
+    return line.lstrip().startswith("private ")
+
+
+def _members(
+    entry: Entry,
+    d: Definition | None,
+    cap: int = DEFINITION_LINES,
+    context: frozenset[str] = frozenset(),
+    lines: list[str] | None = None,
+) -> list[int]:
     """The first lines of a class's direct members (``d``; ``None``: the file's top-level
     definitions), one per name (the first overload): the class's own line, then
     functions and methods, then fields and constants (each in line order), at most
-    ``cap`` lines, so that a budget cut keeps what can be called."""
+    ``cap`` lines, so that a budget cut keeps what can be called. With ``context``
+    (the subwords of the code around the cursor, :func:`subwords`), members sharing
+    more of its words come first (``Failable.`` in a ``catch`` block: ``rethrow``;
+    ``TypeUtils.`` in ``toString()``: ``toLongString``), the order above breaking ties.
+    With the file's ``lines``, a member's line is its first after its annotations, and
+    ``private`` members are left out (the caller is another file)."""
     if d is None:
         inner = [x for x in entry.facts.definitions if x.depth == 0]
         head: list[int] = []
     else:
-        inner = [x for x in entry.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1]
-        head = [d.line]
+        inner = [
+            x
+            for x in entry.facts.definitions
+            if d.line < x.line < d.end and x.depth == d.depth + 1 and x.name not in (d.name, "constructor")
+        ]  # a constructor is not a member a caller names
+        head = [_first_code_line(lines, d.line, d.end) if lines is not None else d.line]
     seen: set[str] = set()
     callables: list[int] = []
     others: list[int] = []
+    names: dict[int, str] = {}
     for x in inner:
         if x.name in seen or x.name == "__all__":
             continue
+        line = x.line
+        if lines is not None:
+            line = _first_code_line(lines, x.line, x.end)
+            if line < len(lines) and _private(lines[line]):
+                continue
         seen.add(x.name)
-        (callables if x.kind in ("function", "method", "class") else others).append(x.line)
-    return head + (callables + others)[: max(cap - len(head), 0)]
+        names[line] = x.name
+        (callables if x.kind in ("function", "method", "class") else others).append(line)
+    if d is not None:  # a class's nested types after its methods and fields
+        nested = {x.line for x in inner if x.kind in ("class", "type")}
+        ranked = [n for n in callables if n not in nested] + others + [n for n in callables if n in nested]
+    else:
+        ranked = callables + others
+    if context:
+        ranked = _by_context(ranked, names, context)
+    return head + ranked[: max(cap - len(head), 0)]
+
+
+def _by_context(lines: list[int], names: dict[int, str], context: frozenset[str]) -> list[int]:
+    """``lines`` (members, by line) with those whose names hold more of the ``context``
+    words first: a word of 4+ letters counts inside a name (``throw`` in ``rethrow``), a
+    shorter one as a whole subword; each word weighs 1 / the number of members holding
+    it, so a word most members share (``not``, the class's own name) says little.
+    Stable: ties keep the order given."""
+    lowered = {n: names[n].lower() for n in lines}
+    parts = {n: subwords(names[n]) for n in lines}
+
+    def holds(n: int, w: str) -> bool:
+        return w in lowered[n] if len(w) >= 4 else w in parts[n]
+
+    weight: dict[str, float] = {}
+    for w in context:
+        df = sum(1 for n in lines if holds(n, w))
+        if df:
+            weight[w] = 1.0 / df
+    if not weight:
+        return lines
+    return sorted(lines, key=lambda n: -sum(v for w, v in weight.items() if holds(n, w)))
 
 
 def outline(entry: Entry, lines: list[str]) -> list[int]:
@@ -142,21 +232,76 @@ def _declared_type(before: str, name: str) -> str | None:
     return best[1] if best else None
 
 
+def _header(lines: list[str], e: Entry, d: Definition) -> str:
+    """The lines of type ``d`` before its first member (its name, bases, a union's
+    parts), at most ``HEADER_LINES``."""
+    first = min(
+        (x.line for x in e.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1), default=d.end
+    )
+    return "\n".join(lines[d.line : max(min(first, d.line + HEADER_LINES, len(lines)), d.line + 1)])
+
+
+def _type_chain(index: WorkspaceIndex, e: Entry, d: Definition) -> list[tuple[Entry, Definition]]:
+    """Type ``d`` and the types its header names (``extends``/``implements`` bases,
+    Python bases, the parts of a TypeScript union or intersection), breadth first, each
+    found in at most ``MAX_AMBIGUOUS`` places (the same file first), at most
+    ``MAX_TYPES`` in all: where the members of a value of type ``d`` are defined."""
+    out = [(e, d)]
+    seen = {(e.path, d.line)}
+    i = 0
+    while i < len(out) and len(out) < MAX_TYPES:
+        ce, cd = out[i]
+        i += 1
+        for name in dict.fromkeys(identifiers_of(_header(index.lines(ce.path) or [], ce, cd))):
+            if name == cd.name or not name[:1].isupper():
+                continue
+            found = [(fe, fd) for fe, fd in index.definitions(name) if fd.depth == 0 and fd.kind in ("class", "type")]
+            if not found or len(found) > MAX_AMBIGUOUS:
+                continue
+            found.sort(key=lambda x: x[0].path != ce.path)
+            key = (found[0][0].path, found[0][1].line)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(found[0])
+            if len(out) >= MAX_TYPES:
+                break
+    return out
+
+
+def _type_members(
+    index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str] = frozenset()
+) -> list[Candidate]:
+    """The members of type ``d`` and of the types it builds on (``_type_chain``): one
+    candidate per type, its own first; a type without members shows its header (a
+    union's parts)."""
+    out: list[Candidate] = []
+    for te, td in _type_chain(index, e, d):
+        lines = index.lines(te.path) or []
+        nums = _members(te, td, MEMBER_LINES, context, lines)
+        if len(nums) <= 1:
+            nums = list(range(td.line, td.line + _header(lines, te, td).count("\n") + 1))
+        out.append(("definition", te.path, nums))
+    return out
+
+
 def _members_of(
     index: WorkspaceIndex,
     path: str,
     receiver: str,
     local_names: dict[str, tuple[str, str]],
     aliases: dict[str, str],
-) -> Candidate | None:
-    """What ``receiver.`` can be followed by: the members of the class it names, or the
-    top-level definitions of the module it is bound to (see the module doc)."""
+    context: frozenset[str] = frozenset(),
+) -> list[Candidate]:
+    """What ``receiver.`` can be followed by: the members of the class or type it names
+    and of the types that one builds on, or the top-level definitions of the module it
+    is bound to (see the module doc); ``[]`` when the index does not know."""
     if receiver in aliases:
         f = aliases[receiver]
         e = index.entry(f)
         if e is None:
-            return None
-        return ("definition", f, _members(e, None, MEMBER_LINES))
+            return []
+        return [("definition", f, _members(e, None, MEMBER_LINES, context, index.lines(f) or []))]
     target = local_names.get(receiver)
     found: list[tuple[Entry, Definition]] = []
     if target is not None:
@@ -166,11 +311,14 @@ def _members_of(
             found = [(e, d) for d in e.facts.definitions if d.name == imported]
     if not found:
         found = [(e, d) for e, d in index.definitions(receiver) if e.path != path and d.depth == 0]
-    found = [(e, d) for e, d in found if d.kind in ("class", "type", "module") and d.end - d.line > 1]
+    found = [(e, d) for e, d in found if d.kind in ("class", "type", "module")]
     if not found or len(found) > MAX_AMBIGUOUS:
-        return None
+        return []
     e, d = found[0]
-    return ("definition", e.path, _members(e, d, MEMBER_LINES))
+    if d.kind == "module":
+        members = _members(e, d, MEMBER_LINES, context, index.lines(e.path) or [])
+        return [("definition", e.path, members)] if d.end - d.line > 1 else []
+    return _type_members(index, e, d, context)
 
 
 def member_names(
@@ -257,6 +405,16 @@ def _siblings(index: WorkspaceIndex, path: str, text: str) -> list[str]:
     return [p for _u, p in sorted(scored)[:MAX_SIBLINGS]]
 
 
+def _submodule(index: WorkspaceIndex, files: list[str], name: str) -> str | None:
+    """For Python's ``from pkg import name``: the file of submodule ``name`` among the
+    import's resolved ``files`` when the package itself defines no top-level ``name``."""
+    e = index.entry(files[0])
+    if e is not None and any(d.name == name and d.depth == 0 for d in e.facts.definitions):
+        return None
+    sub = [f for f in files if os.path.splitext(os.path.basename(f))[0] == name]
+    return sub[0] if sub else None
+
+
 def _imports_of(
     index: WorkspaceIndex, path: str, language: str, imports: tuple[Import, ...]
 ) -> Iterator[tuple[Import, list[str]]]:
@@ -299,17 +457,23 @@ def workspace_candidates(
             aliases.setdefault(imp.local.split(".")[0] if language == "python" else imp.local, f)
             aliases.setdefault(imp.local, f)
         for imported, local in imp.names:
-            local_names.setdefault(local, (imported, f))
+            sub = _submodule(index, files, imported) if language == "python" else None
+            if sub is not None:
+                aliases.setdefault(local, sub)  # ``from pkg import module``: ``module.`` is that file
+            else:
+                local_names.setdefault(local, (imported, f))
     out: list[Candidate] = []
     near_modules: list[str] = []
     later: list[str] = []
     receiver = _receiver(before)
     if receiver and receiver not in local_names and receiver not in aliases:
         receiver = _declared_type(before, receiver) or receiver
+    query_text = (
+        "\n".join(before.split("\n")[-QUERY_LINES_BEFORE:]) + "\n" + "\n".join(after.split("\n")[:QUERY_LINES_AFTER])
+    )
     if receiver:
-        got = _members_of(index, path, receiver, local_names, aliases)
-        if got is not None:
-            out.append(got)
+        context = context_words(query_text)
+        out += _members_of(index, path, receiver, local_names, aliases, context)
     for name in names:
         if name in local_names:
             imported, f = local_names[name]
@@ -363,9 +527,6 @@ def workspace_candidates(
         if len(ol) >= 2:
             out.append(("outline", f, ol))
             outlined += 1
-    query_text = (
-        "\n".join(before.split("\n")[-QUERY_LINES_BEFORE:]) + "\n" + "\n".join(after.split("\n")[:QUERY_LINES_AFTER])
-    )
     for e, line in index.similar(identifiers_of(query_text), [path], MAX_SIMILAR):
         out.append(("similar", e.path, list(range(line, line + CHUNK_LINES))))
     return first, out
