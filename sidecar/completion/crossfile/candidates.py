@@ -66,6 +66,9 @@ _SUBWORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
+# ``this.name =`` (JavaScript, TypeScript) or ``self.name =`` (Python): a field the class
+# assigns in its constructor or a method, which no definition names.
+_SELF_FIELD = re.compile(r"^\s*(?:this|self)\.([A-Za-z_$][\w$]*)\s*(?::[^=]*)?=(?!=)")
 
 
 def subwords(name: str) -> set[str]:
@@ -140,6 +143,13 @@ def _members(
         seen.add(x.name)
         names[line] = x.name
         (callables if x.kind in ("function", "method", "class") else others).append(line)
+    if d is not None and lines is not None:  # fields a constructor or method assigns
+        for n in range(d.line + 1, min(d.end, len(lines))):
+            m = _SELF_FIELD.search(lines[n])
+            if m is not None and m.group(1) not in seen:
+                seen.add(m.group(1))
+                names[n] = m.group(1)
+                others.append(n)
     if d is not None:  # a class's nested types after its methods and fields
         nested = {x.line for x in inner if x.kind in ("class", "type")}
         ranked = [n for n in callables if n not in nested] + others + [n for n in callables if n in nested]
@@ -225,6 +235,7 @@ def _declared_type(before: str, name: str) -> str | None:
         rf"\b{n}\s*\??:\s*([A-Za-z_]\w*)",
         rf"\b([A-Z]\w*)(?:<[^<>;()]*>)?(?:\[\])?\s+{n}\b",
         rf"[(,]\s*{n}\s+\*?([A-Z]\w*)",
+        rf"\bvar\s+{n}\s+\*?([A-Z]\w*)",
     ):
         for m in re.finditer(pat, text):
             if best is None or m.start() > best[0]:
@@ -232,12 +243,11 @@ def _declared_type(before: str, name: str) -> str | None:
     return best[1] if best else None
 
 
-def _header(lines: list[str], e: Entry, d: Definition) -> str:
+def _header(lines: list[str], e: Entry | tuple[Definition, ...], d: Definition) -> str:
     """The lines of type ``d`` before its first member (its name, bases, a union's
-    parts), at most ``HEADER_LINES``."""
-    first = min(
-        (x.line for x in e.facts.definitions if d.line < x.line < d.end and x.depth == d.depth + 1), default=d.end
-    )
+    parts), at most ``HEADER_LINES``; ``e`` is its file's entry or definitions."""
+    defs = e if isinstance(e, tuple) else e.facts.definitions
+    first = min((x.line for x in defs if d.line < x.line < d.end and x.depth == d.depth + 1), default=d.end)
     return "\n".join(lines[d.line : max(min(first, d.line + HEADER_LINES, len(lines)), d.line + 1)])
 
 
@@ -269,20 +279,142 @@ def _type_chain(index: WorkspaceIndex, e: Entry, d: Definition) -> list[tuple[En
     return out
 
 
+_OWN_RECEIVER = re.compile(r"\b(?:self|this|super)[ \t]*\.[ \t]*[A-Za-z_$]?[\w$]*$")
+_BASE_SLOT = re.compile(
+    r"(?:\b(?:extends|implements)\s+(?:[\w.]+\s*,\s*)*|^\s*class\s+\w+\s*\((?:[\w.]+\s*,\s*)*)[\w.]*$"
+)
+_DECLARED = re.compile(r"\b(?:class|interface|struct|trait)\s+([A-Za-z_$][\w$]*)")
+MAX_BASES = 3  # classes offered after ``extends``
+
+
+def _inherited(
+    index: WorkspaceIndex,
+    path: str,
+    own_definitions: tuple[Definition, ...],
+    text: str,
+    cursor_line: int | None,
+    context: frozenset[str],
+) -> list[Candidate]:
+    """The members a class of the current file inherits from workspace classes: the
+    innermost class around ``cursor_line`` (0-based), the types its header names
+    (``extends Base``, ``class A(Base)``) and what those build on (``_type_members``);
+    ``[]`` outside a class or when no base is in the workspace."""
+    if cursor_line is None or not text:
+        return []
+    around = [d for d in own_definitions if d.kind in ("class", "type") and d.line <= cursor_line < d.end]
+    if not around:
+        return []
+    d = max(around, key=lambda x: x.line)
+    lines = text.split("\n")
+    out: list[Candidate] = []
+    for name in dict.fromkeys(identifiers_of(_header(lines, own_definitions, d))):
+        if name == d.name or not name[:1].isupper():
+            continue
+        found = [
+            (fe, fd)
+            for fe, fd in index.definitions(name)
+            if fe.path != path and fd.depth == 0 and fd.kind in ("class", "type")
+        ]
+        if found and len(found) <= MAX_AMBIGUOUS:
+            out += _type_members(index, found[0][0], found[0][1], context)
+    return out[:MAX_TYPES]
+
+
+def _bases_for(index: WorkspaceIndex, path: str, before: str) -> list[Candidate]:
+    """After ``extends`` / ``implements`` / Python's ``class A(``: the workspace's
+    classes and types whose names share the most words with the class being declared
+    (``ThresholdCircuitBreaker extends`` -> ``AbstractCircuitBreaker``), at most
+    ``MAX_BASES``, each as its first line; ``[]`` elsewhere."""
+    last = before.rsplit("\n", 1)[-1]
+    if not _BASE_SLOT.search(last):
+        return []
+    m = _DECLARED.search(last)
+    if m is None:
+        return []
+    words = subwords(m.group(1))
+    if not words:
+        return []
+    scored = []
+    for name in index.names():
+        if name == m.group(1) or not name[:1].isupper():
+            continue
+        hit = len(subwords(name) & words)
+        if hit:
+            scored.append((-hit, len(name), name))
+    out: list[Candidate] = []
+    for _h, _n, name in sorted(scored):
+        found = [
+            (fe, fd)
+            for fe, fd in index.definitions(name)
+            if fe.path != path and fd.depth == 0 and fd.kind in ("class", "type") and not _is_test(fe.rel)
+        ]
+        if not found or len(found) > MAX_AMBIGUOUS:
+            continue
+        fe, fd = found[0]
+        out.append(("definition", fe.path, [_first_code_line(index.lines(fe.path) or [], fd.line, fd.end)]))
+        if len(out) >= MAX_BASES:
+            break
+    return out
+
+
+def _go_methods(index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str]) -> list[Candidate]:
+    """Go: the methods of type ``d`` (``func (r *T) Name(``), which stand outside the
+    type, in every file of its package; one candidate per file, the type's own file first,
+    the methods ranked by ``context`` as ``_members`` ranks them."""
+    pattern = re.compile(rf"^func\s*\(\s*\w*\s*\*?{re.escape(d.name)}\s*\)\s*([A-Za-z_]\w*)")
+    out: list[Candidate] = []
+    files = sorted(index.in_folder(os.path.dirname(e.path)), key=lambda f: (f.path != e.path, f.path))
+    for f in files:
+        if _is_test(f.rel):
+            continue
+        lines = index.lines(f.path) or []
+        names: dict[int, str] = {}
+        for x in f.facts.definitions:
+            if x.depth == 0 and x.line < len(lines):
+                m = pattern.match(lines[x.line])
+                if m is not None and m.group(1) == x.name:
+                    names[x.line] = x.name
+        if names:
+            nums = _by_context(sorted(names), names, context) if context else sorted(names)
+            out.append(("definition", f.path, nums[:MEMBER_LINES]))
+    return out
+
+
 def _type_members(
-    index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str] = frozenset()
+    index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str] = frozenset(), skip: str = ""
 ) -> list[Candidate]:
     """The members of type ``d`` and of the types it builds on (``_type_chain``): one
     candidate per type, its own first; a type without members shows its header (a
-    union's parts)."""
+    union's parts). A Go type's methods are found in its package (``_go_methods``).
+    Nothing of the file ``skip`` (the current one: the model sees it)."""
     out: list[Candidate] = []
     for te, td in _type_chain(index, e, d):
         lines = index.lines(te.path) or []
+        if te.path.endswith(".go"):
+            if te.path != skip:
+                out.append(("definition", te.path, [td.line]))
+            out += [c for c in _go_methods(index, te, td, context) if c[1] != skip]
+            continue
+        if te.path == skip:
+            continue
         nums = _members(te, td, MEMBER_LINES, context, lines)
         if len(nums) <= 1:
             nums = list(range(td.line, td.line + _header(lines, te, td).count("\n") + 1))
         out.append(("definition", te.path, nums))
     return out
+
+
+def _named_class(index: WorkspaceIndex, variable: str) -> str | None:
+    """The class a variable of no declared type is named after: ``option`` ->
+    ``Option``, ``http_client`` -> ``HttpClient`` (a workspace class or type of exactly
+    that name, any case), else ``None``."""
+    if not variable[:1].islower():
+        return None
+    wanted = variable.replace("_", "").lower()
+    for cand in (variable[:1].upper() + variable[1:], "".join(w.capitalize() for w in variable.split("_"))):
+        if cand.lower() == wanted and any(d.kind in ("class", "type") for _e, d in index.definitions(cand)):
+            return cand
+    return None
 
 
 def _members_of(
@@ -310,7 +442,10 @@ def _members_of(
         if e is not None:
             found = [(e, d) for d in e.facts.definitions if d.name == imported]
     if not found:
-        found = [(e, d) for e, d in index.definitions(receiver) if e.path != path and d.depth == 0]
+        # A Go type of this very file still has methods in the package's other files.
+        found = [
+            (e, d) for e, d in index.definitions(receiver) if (e.path != path or path.endswith(".go")) and d.depth == 0
+        ]
     found = [(e, d) for e, d in found if d.kind in ("class", "type", "module")]
     if not found or len(found) > MAX_AMBIGUOUS:
         return []
@@ -318,7 +453,7 @@ def _members_of(
     if d.kind == "module":
         members = _members(e, d, MEMBER_LINES, context, index.lines(e.path) or [])
         return [("definition", e.path, members)] if d.end - d.line > 1 else []
-    return _type_members(index, e, d, context)
+    return _type_members(index, e, d, context, skip=path)
 
 
 def member_names(
@@ -434,6 +569,7 @@ def workspace_candidates(
     after: str,
     own_definitions: tuple[Definition, ...] = (),
     text: str = "",
+    cursor_line: int | None = None,
 ) -> tuple[list[Candidate], list[Candidate]]:
     """The index's candidates for a request in the file ``path`` (see the module doc):
     the definitions of imported names near the cursor (step 1), and the rest (steps 1
@@ -441,7 +577,8 @@ def workspace_candidates(
     ``imports`` are the current document's (``parse.facts`` of its text), ``names`` the
     identifiers near the cursor, closest first; ``own_definitions`` the current
     document's definitions (names it defines are not looked up elsewhere); ``text``
-    the current document's text (which same-package files it uses most)."""
+    the current document's text (which same-package files it uses most); ``cursor_line``
+    (0-based) finds the class the cursor is in, for the members it inherits."""
     resolved = list(_imports_of(index, path, language, imports))
     if language in SAME_PACKAGE_LANGUAGES:
         for sib in _siblings(index, path, text):
@@ -467,13 +604,18 @@ def workspace_candidates(
     later: list[str] = []
     receiver = _receiver(before)
     if receiver and receiver not in local_names and receiver not in aliases:
-        receiver = _declared_type(before, receiver) or receiver
+        receiver = _declared_type(before, receiver) or _named_class(index, receiver) or receiver
     query_text = (
         "\n".join(before.split("\n")[-QUERY_LINES_BEFORE:]) + "\n" + "\n".join(after.split("\n")[:QUERY_LINES_AFTER])
     )
+    context = context_words(query_text)
     if receiver:
-        context = context_words(query_text)
         out += _members_of(index, path, receiver, local_names, aliases, context)
+    out += _bases_for(index, path, before)
+    inherited = _inherited(index, path, own_definitions, text, cursor_line, context)
+    if _OWN_RECEIVER.search(before[-200:]):
+        out += inherited  # ``this.`` / ``self.``: what the class inherits comes first
+        inherited = []
     for name in names:
         if name in local_names:
             imported, f = local_names[name]
@@ -515,6 +657,7 @@ def workspace_candidates(
         e, d = found[0]
         lines = index.lines(e.path) or []
         out.append(("definition", e.path, _definition_lines(e, d, lines)))
+    out += inherited  # members a bare call in a subclass may name
     outlined = 0
     for f in list(dict.fromkeys(near_modules + module_order)):
         if outlined >= MAX_OUTLINES:

@@ -189,7 +189,7 @@ class CrossFileContext:
             self._states[uri] = st
             while len(self._states) > self.MAX_STATES:
                 self._states.pop(next(iter(self._states)))
-        st.snippets = self._choose(others, st, budget, ws, before, after)
+        st.snippets = self._choose(others, st, budget, ws, before, after, cursor_line)
         self.recomputed += 1
         return st.snippets
 
@@ -270,6 +270,7 @@ class CrossFileContext:
         ws: tuple[WorkspaceIndex, str, str] | None,
         before: str,
         after: str,
+        cursor_line: int | None = None,
     ) -> tuple[Snippet, ...]:
         by_recency = sorted(others, key=lambda o: (-self.edits.stamp(o[0]), o[0]))
         candidates: list[_Cand] = []
@@ -300,7 +301,7 @@ class CrossFileContext:
                 return out
 
             imported, rest = workspace_candidates(
-                index, path, language, st.imports, st.names, before, after, st.defines, st.text
+                index, path, language, st.imports, st.names, before, after, st.defines, st.text, cursor_line
             )
             candidates += cands(imported) + open_defs + cands(rest)
         return self._fit(candidates, budget)

@@ -214,6 +214,11 @@ class WorkspaceIndex:
         with self._lock:
             return name in self._names
 
+    def names(self) -> list[str]:
+        """Every name defined somewhere in the index (unordered)."""
+        with self._lock:
+            return list(self._names)
+
     def definitions(self, name: str) -> list[tuple[Entry, Definition]]:
         """Where ``name`` is defined, in index order (files, then lines)."""
         with self._lock:
