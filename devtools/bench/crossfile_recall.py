@@ -13,7 +13,8 @@ characters after the cursor): a name there reaches every system without the inde
 A model can only write a name it has seen (or guesses), so this is the ceiling the index
 gives the model; it separates a retrieval miss from a model miss in seconds instead of
 the benchmark's quarter hour. Prints a table per project and writes ``recall.json``
-(every hole: name, whether in the block, which snippets, the block's size) to ``--out``.
+(every hole: name, whether in the block, which snippets, the block's size, the
+selection's time in ms) to ``--out``.
 Exit 1 when a project cannot be fetched or its index does not finish in 60 s; 2 on bad
 arguments.
 
@@ -58,7 +59,9 @@ def hole_recall(hole: CrossHole, index: Any, root: str, budget: int, fim_suffix_
     cf = CrossFileContext(lambda: docs, root=lambda: root, index=index)
     before = hole.document[max(0, hole.offset - BEFORE_CHARS) : hole.offset]
     after = hole.document[hole.offset : hole.offset + AFTER_CHARS]
+    t0 = time.perf_counter()
     snippets = cf.select(uri, hole.line, before, after, budget)
+    select_ms = (time.perf_counter() - t0) * 1000
     with_name = [s for s in snippets if _has_name(s.text, hole.name)]
     return {
         "id": hole.id,
@@ -72,6 +75,7 @@ def hole_recall(hole: CrossHole, index: Any, root: str, budget: int, fim_suffix_
         "in_fim_suffix": _has_name(hole.document[hole.offset : hole.offset + fim_suffix_chars], hole.name),
         "defined_in": hole.defined_in,
         "definer_in_block": any(s.path.endswith(hole.defined_in) for s in snippets),
+        "select_ms": round(select_ms, 2),
     }
 
 
@@ -138,6 +142,13 @@ def format_table(result: dict[str, Any]) -> str:
     for h in result["holes"]:
         for k in h["kinds"]:
             kinds[k] = kinds.get(k, 0) + 1
+    ms = sorted(h["select_ms"] for h in result["holes"])
+    if ms:
+        lines.append("")
+        lines.append(
+            f"selection time per hole (a new block, nothing cached): p50 {ms[len(ms) // 2]:.1f} ms, "
+            f"p90 {ms[min(len(ms) - 1, int(len(ms) * 0.9))]:.1f} ms, max {ms[-1]:.1f} ms"
+        )
     lines.append("")
     lines.append(
         "snippet kinds that carried the name: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none")

@@ -285,6 +285,7 @@ _BASE_SLOT = re.compile(
 )
 _DECLARED = re.compile(r"\b(?:class|interface|struct|trait)\s+([A-Za-z_$][\w$]*)")
 MAX_BASES = 3  # classes offered after ``extends``
+MAX_PACKAGE_FILES = 64  # files of a Go package searched for a type's methods
 
 
 def _inherited(
@@ -338,6 +339,9 @@ def _bases_for(index: WorkspaceIndex, path: str, before: str) -> list[Candidate]
     for name in index.names():
         if name == m.group(1) or not name[:1].isupper():
             continue
+        low = name.lower()
+        if not any(w in low for w in words):
+            continue  # cheap test first: a large workspace has tens of thousands of names
         hit = len(subwords(name) & words)
         if hit:
             scored.append((-hit, len(name), name))
@@ -364,7 +368,7 @@ def _go_methods(index: WorkspaceIndex, e: Entry, d: Definition, context: frozens
     pattern = re.compile(rf"^func\s*\(\s*\w*\s*\*?{re.escape(d.name)}\s*\)\s*([A-Za-z_]\w*)")
     out: list[Candidate] = []
     files = sorted(index.in_folder(os.path.dirname(e.path)), key=lambda f: (f.path != e.path, f.path))
-    for f in files:
+    for f in files[:MAX_PACKAGE_FILES]:
         if _is_test(f.rel):
             continue
         lines = index.lines(f.path) or []
