@@ -135,7 +135,14 @@ async def test_gate_gets_the_real_engines_first_line_logprobs(tmp_path):
     )
     async with sidecar(env) as client:
         open_doc(client, uri, text)
-        result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, 4, 11)), 180)
+        result = None
+        for _attempt in range(2):  # a first request that outlived its deadline while the engine
+            # started on a loaded machine is answered empty (CI with a CPU hog): ask once more
+            result = await asyncio.wait_for(
+                client.text_document_inline_completion_async(inline_params(uri, 4, 11)), 180
+            )
+            if result is not None and result.items:
+                break
         assert result is not None and result.items, "the real model returned no suggestion"
         gate = None
         for _ in range(100):  # an answer without text yet is judged on its first update
@@ -144,7 +151,7 @@ async def test_gate_gets_the_real_engines_first_line_logprobs(tmp_path):
             if gate["recent"]:
                 break
             await asyncio.sleep(0.1)
-    d = gate["recent"][0]
+    d = gate["recent"][-1]  # newest last: the answer above
     assert d["where"] == f"{uri}:4:11" and d["shown"] is True
     assert d["mean_logprob"] is not None and d["min_logprob"] is not None, d
     assert d["min_logprob"] <= d["mean_logprob"] <= 0, d
