@@ -151,3 +151,68 @@ def test_a_variable_named_after_a_class_gets_the_fields_its_constructor_assigns(
     use = "function parse(option, val) {\n  if (val == null && option.<CURSOR>\n}\n"
     _project(tmp_path, {"lib/option.js": option, "lib/command.js": use})
     assert "presetArg" in _block(index(tmp_path), tmp_path, "lib/command.js", "javascript")
+
+
+def test_where_a_name_starts_a_go_file_gets_its_package_functions_the_context_names_first(
+    tmp_path: Path, index
+) -> None:
+    util = "package uuid\n\n" + "".join(f"func helper{i}(b []byte) {{\n}}\n\n" for i in range(40))
+    util += "func randomBits(b []byte) {\n}\n\nfunc (u UUID) Method() {\n}\n"
+    node = (
+        "package uuid\n\ntype UUID [16]byte\n\nvar nodeID [6]byte\n\nfunc setNode(name string) {\n"
+        "\t// no interface found: use a random node ID\n\t<CURSOR>\n}\n"
+    )
+    _project(tmp_path, {"util.go": util, "node.go": node})
+    block = _block(index(tmp_path), tmp_path, "node.go", "go")
+    assert "func randomBits(b []byte)" in block  # the 41st function, named by "random"
+    assert "Method()" not in block  # a method is not called by a bare name
+
+
+def test_the_word_being_typed_picks_the_package_function_it_begins(tmp_path: Path, index) -> None:
+    util = "package uuid\n\n" + "".join(f"func helper{i}() {{\n}}\n\n" for i in range(40)) + "func xtob() {\n}\n"
+    use = "package uuid\n\nfunc parse(s string) {\n\tok := xt<CURSOR>\n}\n"
+    _project(tmp_path, {"util.go": util, "parse.go": use})
+    assert "func xtob()" in _block(index(tmp_path), tmp_path, "parse.go", "go")
+
+
+def test_a_union_value_shows_the_base_its_parts_share_first(tmp_path: Path, index) -> None:
+    types = (
+        "export interface BaseState {\n  finalized_: boolean\n  scope_: Scope\n}\n\n"
+        + "".join(
+            f"export interface Part{i}State extends BaseState {{\n"
+            + "".join(f"  field{i}_{j}: number\n" for j in range(12))
+            + "}\n\n"
+            for i in range(4)
+        )
+        + "export type AnyState =\n  | Part0State\n  | Part1State\n  | Part2State\n  | Part3State\n"
+    )
+    use = (
+        'import {AnyState} from "./types"\n\nexport function current(value: any) {\n'
+        "  const state: AnyState | undefined = value.state\n  if (state) {\n    state.<CURSOR>\n  }\n}\n"
+    )
+    _project(tmp_path, {"src/types.ts": types, "src/current.ts": use})
+    block = _block(index(tmp_path), tmp_path, "src/current.ts", "typescript")
+    assert "finalized_: boolean" in block
+
+
+def test_a_typed_object_literal_key_and_a_jsdoc_parameter_get_the_types_members(tmp_path: Path, index) -> None:
+    types = (
+        "export interface BaseState {\n  modified_: boolean\n  isManual_: boolean\n}\n\n"
+        "export interface ObjectState extends BaseState {\n  base_: any\n}\n"
+    )
+    use = (
+        'import {ObjectState} from "./types"\n\ntype State = ObjectState\n\nexport function make(base: any) {\n'
+        "  const state: State = {\n    base_: base,\n    <CURSOR>\n  }\n  return state\n}\n"
+    )
+    command = (
+        "class Command {\n  constructor(name) {\n    this.commands = [];\n    this._helpDescription = 'help';\n"
+        "  }\n\n  run() {\n    return this.commands;\n  }\n}\n\nexports.Command = Command;\n"
+    )
+    help_js = (
+        "class Help {\n  /**\n   * @param {Command} cmd\n   */\n  options(cmd) {\n"
+        "    return cmd.<CURSOR>\n  }\n}\n\nexports.Help = Help;\n"
+    )
+    _project(tmp_path, {"src/types.ts": types, "src/make.ts": use, "lib/command.js": command, "lib/help.js": help_js})
+    ix = index(tmp_path)
+    assert "modified_: boolean" in _block(ix, tmp_path, "src/make.ts", "typescript")
+    assert "this._helpDescription" in _block(ix, tmp_path, "lib/help.js", "javascript")

@@ -9,6 +9,13 @@ documents:
    require('./m')``, a Go package) gives that file's outline (3, below); any other name
    defined in at most ``MAX_AMBIGUOUS`` places of the workspace gives its definition
    there, files the current file imports first, then the nearest folder.
+   Before them: after a member access (``x.``), the members of what ``x`` is (its
+   class or type and the types it builds on, a union's shared base first; the type
+   comes from a declaration, a JSDoc ``@param``, or a class the variable is named
+   after); at a TypeScript object literal's key, the members of its declared type;
+   after ``extends``, likely bases; where a name of its own starts (:func:`bare`),
+   what the enclosing class inherits and, in Go and Java, the top-level names of the
+   package's other files (:func:`_package_names`).
 2. (the open documents' own definitions, which ``select.py`` puts here).
 3. **Outlines of the imported workspace files**: the first line of each top-level
    definition and class member (``def``/``class``/``function``/``func``/``fn`` lines,
@@ -29,7 +36,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
+from typing import TypeVar
 
 from .index import identifiers_of
 from .parse import Definition, Import
@@ -52,6 +60,7 @@ MAX_TYPES = 4  # a type and the types it builds on, for a receiver's members
 _TOP_KINDS = ("function", "class", "type", "variable", "module")
 
 Candidate = tuple[str, str, list[int]]
+K = TypeVar("K", bound=Hashable)
 
 
 def _span(lines: list[str], d: Definition) -> list[int]:
@@ -150,36 +159,41 @@ def _members(
                 seen.add(m.group(1))
                 names[n] = m.group(1)
                 others.append(n)
-    if d is not None:  # a class's nested types after its methods and fields
+    nested: set[int] = set()
+    if d is not None:  # a class's nested types after its methods and fields, ranked or not
         nested = {x.line for x in inner if x.kind in ("class", "type")}
-        ranked = [n for n in callables if n not in nested] + others + [n for n in callables if n in nested]
-    else:
-        ranked = callables + others
+    ranked = [n for n in callables if n not in nested] + others
+    tail = [n for n in callables if n in nested]
     if context:
-        ranked = _by_context(ranked, names, context)
+        ranked, tail = _by_context(ranked, names, context), _by_context(tail, names, context)
+    ranked += tail
     return head + ranked[: max(cap - len(head), 0)]
 
 
-def _by_context(lines: list[int], names: dict[int, str], context: frozenset[str]) -> list[int]:
-    """``lines`` (members, by line) with those whose names hold more of the ``context``
-    words first: a word of 4+ letters counts inside a name (``throw`` in ``rethrow``), a
-    shorter one as a whole subword; each word weighs 1 / the number of members holding
-    it, so a word most members share (``not``, the class's own name) says little.
-    Stable: ties keep the order given."""
-    lowered = {n: names[n].lower() for n in lines}
-    parts = {n: subwords(names[n]) for n in lines}
+def _context_scores(keys: list[K], names: dict[K, str], context: frozenset[str]) -> dict[K, float]:
+    """How much of the ``context`` words each name holds: a word of 4+ letters counts
+    inside a name (``throw`` in ``rethrow``), a shorter one as a whole subword; each
+    word weighs 1 / the number of ``keys`` whose names hold it, so a word most of them
+    share (``not``, the class's own name) says little. ``{key: score}``, 0 for none."""
+    lowered = {n: names[n].lower() for n in keys}
+    parts = {n: subwords(names[n]) for n in keys}
 
-    def holds(n: int, w: str) -> bool:
+    def holds(n: K, w: str) -> bool:
         return w in lowered[n] if len(w) >= 4 else w in parts[n]
 
     weight: dict[str, float] = {}
     for w in context:
-        df = sum(1 for n in lines if holds(n, w))
+        df = sum(1 for n in keys if holds(n, w))
         if df:
             weight[w] = 1.0 / df
-    if not weight:
-        return lines
-    return sorted(lines, key=lambda n: -sum(v for w, v in weight.items() if holds(n, w)))
+    return {n: sum(v for w, v in weight.items() if holds(n, w)) for n in keys}
+
+
+def _by_context(lines: list[K], names: dict[K, str], context: frozenset[str]) -> list[K]:
+    """``lines`` (members, by line) with those whose names hold more of the ``context``
+    words first (:func:`_context_scores`). Stable: ties keep the order given."""
+    scores = _context_scores(lines, names, context)
+    return sorted(lines, key=lambda n: -scores[n])
 
 
 def outline(entry: Entry, lines: list[str]) -> list[int]:
@@ -226,13 +240,15 @@ def _receiver(before: str) -> str | None:
 
 def _declared_type(before: str, name: str) -> str | None:
     """The type the text before the cursor declares for the variable ``name``, the last
-    declaration first: ``name: Type`` (TypeScript, Python), ``Type name`` (Java, C, C#)
-    or ``name Type`` / ``name *Type`` (Go). ``None`` when none is found."""
+    declaration first: ``name: Type`` or ``name: undefined | Type`` (TypeScript,
+    Python), ``@param {Type} name`` (JSDoc), ``Type name`` (Java, C, C#) or ``name
+    Type`` / ``name *Type`` (Go). ``None`` when none is found."""
     n = re.escape(name)
     text = before[-20_000:]
     best: tuple[int, str] | None = None
     for pat in (
-        rf"\b{n}\s*\??:\s*([A-Za-z_]\w*)",
+        rf"\b{n}\s*\??:\s*(?:(?:undefined|null)\s*\|\s*)?([A-Za-z_]\w*)",
+        rf"@param\s+\{{([A-Z][\w$]*)(?:\[\])?\}}\s+\[?{n}\b",
         rf"\b([A-Z]\w*)(?:<[^<>;()]*>)?(?:\[\])?\s+{n}\b",
         rf"[(,]\s*{n}\s+\*?([A-Z]\w*)",
         rf"\bvar\s+{n}\s+\*?([A-Z]\w*)",
@@ -241,6 +257,31 @@ def _declared_type(before: str, name: str) -> str | None:
             if best is None or m.start() > best[0]:
                 best = (m.start(), m.group(1))
     return best[1] if best else None
+
+
+_LITERAL_OF = re.compile(r"[\w$\]]\s*\??:\s*([A-Z][\w$]*)(?:<[^=;{}]*>)?\s*=\s*$")
+_KEY_SLOT = re.compile(r"(?:^|[{,])[ \t]*[A-Za-z_$]?[\w$]*$")
+
+
+def _literal_type(before: str) -> str | None:
+    """TypeScript: the declared type of the object literal in which the cursor starts a
+    key (``const s: State = {`` ... ``mod``): ``State``; else ``None``. Braces in
+    strings and comments are not told apart (a miss only loses a hint)."""
+    last = before[before.rfind("\n") + 1 :]
+    if not _KEY_SLOT.search(last):
+        return None
+    depth = 0
+    text = before[-4000:]
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                m = _LITERAL_OF.search(text[max(0, i - 200) : i])
+                return m.group(1) if m else None
+            depth -= 1
+    return None
 
 
 def _header(lines: list[str], e: Entry | tuple[Definition, ...], d: Definition) -> str:
@@ -256,10 +297,35 @@ def _type_chain(index: WorkspaceIndex, e: Entry, d: Definition) -> list[tuple[En
     Python bases, the parts of a TypeScript union or intersection), breadth first, each
     found in at most ``MAX_AMBIGUOUS`` places (the same file first), at most
     ``MAX_TYPES`` in all: where the members of a value of type ``d`` are defined."""
+    return _chain(index, e, d, MAX_TYPES, union_first=True)
+
+
+_UNION = re.compile(r"=\s*\|?\s*[A-Za-z_$][\w$.<>,\s]*\|")
+
+
+def _chain(
+    index: WorkspaceIndex, e: Entry, d: Definition, cap: int, union_first: bool = False
+) -> list[tuple[Entry, Definition]]:
+    """``_type_chain`` with at most ``cap`` types. With ``union_first``, for a union
+    (``type S = A | B``) the types every part builds on come right after it: a value of
+    a union type offers only the members its parts share (TypeScript's rule), which
+    stand in a common base."""
+    if union_first and _UNION.search(_header(index.lines(e.path) or [], e, d)):
+        wide = _chain(index, e, d, 3 * cap)
+        direct = [(x, y) for x, y in wide[1:] if _part_of(index, e, d, y.name)]
+        if len(direct) >= 2:
+            common: set[tuple[str, int]] | None = None
+            for pe, pd in direct:
+                reach = {(x.path, y.line) for x, y in _chain(index, pe, pd, cap)[1:]}
+                common = reach if common is None else common & reach
+            common = common or set()
+            shared = [(x, y) for x, y in wide if (x.path, y.line) in common]
+            rest = [(x, y) for x, y in wide[1:] if (x.path, y.line) not in common]
+            return ([(e, d), *shared, *rest])[:cap]
     out = [(e, d)]
     seen = {(e.path, d.line)}
     i = 0
-    while i < len(out) and len(out) < MAX_TYPES:
+    while i < len(out) and len(out) < cap:
         ce, cd = out[i]
         i += 1
         for name in dict.fromkeys(identifiers_of(_header(index.lines(ce.path) or [], ce, cd))):
@@ -274,9 +340,14 @@ def _type_chain(index: WorkspaceIndex, e: Entry, d: Definition) -> list[tuple[En
                 continue
             seen.add(key)
             out.append(found[0])
-            if len(out) >= MAX_TYPES:
+            if len(out) >= cap:
                 break
     return out
+
+
+def _part_of(index: WorkspaceIndex, e: Entry, d: Definition, name: str) -> bool:
+    """Whether ``name`` stands in the header of type ``d``."""
+    return name in identifiers_of(_header(index.lines(e.path) or [], e, d))
 
 
 _OWN_RECEIVER = re.compile(r"\b(?:self|this|super)[ \t]*\.[ \t]*[A-Za-z_$]?[\w$]*$")
@@ -359,6 +430,72 @@ def _bases_for(index: WorkspaceIndex, path: str, before: str) -> list[Candidate]
         if len(out) >= MAX_BASES:
             break
     return out
+
+
+MAX_PACKAGE_NAMES = 8  # lines of a package's top-level names offered where a new name starts
+MAX_PACKAGE_NAME_FILES = 3  # from so many files at most (each snippet costs its path line)
+_MEMBER_ACCESS = re.compile(r"(?:\.|::|->)[ \t]*[A-Za-z_$]?[\w$]*$")
+_PARTIAL = re.compile(r"[A-Za-z_$][\w$]*$")
+_GO_METHOD = re.compile(r"^func\s*\(")
+
+
+def bare(before: str) -> bool:
+    """Whether the cursor stands where a name of its own may start: at the end of
+    ``before`` there is no member access (``x.``, ``x.pa``, ``a[0]->``, ``m::``)."""
+    return _MEMBER_ACCESS.search(before[-200:]) is None
+
+
+def _package_names(
+    index: WorkspaceIndex, path: str, language: str, before: str, context: frozenset[str]
+) -> list[Candidate]:
+    """Go and Java, where a name of its own starts (:func:`bare`): the top-level names
+    the current file's package declares in its other files, which the code may use with
+    no import (a Go package's functions, variables, constants and types, not its
+    methods; a Java package's classes). Ranked: names that begin with the word being
+    typed first, then by ``context`` (:func:`_context_scores`), names the text
+    ``before`` the cursor already uses after the others (the model sees those), then
+    file and line order; at most ``MAX_PACKAGE_NAMES`` lines from ``MAX_PACKAGE_NAME_FILES`` files, one candidate per file,
+    the file of the best-ranked name first. ``[]`` for other languages."""
+    if language not in SAME_PACKAGE_LANGUAGES:
+        return []
+    partial_m = _PARTIAL.search(before[-100:])
+    partial = partial_m.group(0) if partial_m else ""
+    used = set(identifiers_of(before[-4000:]))
+    in_test = _is_test(path)
+    names: dict[tuple[str, int], str] = {}
+    files = sorted(index.in_folder(os.path.dirname(path)), key=lambda f: f.path)
+    for f in files[:MAX_PACKAGE_FILES]:
+        if f.path == path or (_is_test(f.rel) and not in_test):
+            continue
+        lines = index.lines(f.path) or []
+        for d in f.facts.definitions:
+            if d.depth != 0 or d.line >= len(lines) or d.name in ("init", "main", "_"):
+                continue
+            if language == "go" and _GO_METHOD.match(lines[d.line]):
+                continue
+            if language == "java" and d.kind != "class":
+                continue
+            names[(f.path, _first_code_line(lines, d.line, d.end))] = d.name
+    if not names:
+        return []
+    keys = list(names)
+    scores = _context_scores(keys, names, context)
+    keys.sort(
+        key=lambda k: (
+            not (partial and names[k].startswith(partial) and names[k] != partial),
+            -scores[k],
+            names[k] in used,
+        )
+    )
+    by_file: dict[str, list[int]] = {}
+    taken = 0
+    for f, line in keys:
+        if taken >= MAX_PACKAGE_NAMES:
+            break
+        if f in by_file or len(by_file) < MAX_PACKAGE_NAME_FILES:
+            by_file.setdefault(f, []).append(line)
+            taken += 1
+    return [("outline", f, nums) for f, nums in by_file.items()]
 
 
 def _go_methods(index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str]) -> list[Candidate]:
@@ -446,10 +583,12 @@ def _members_of(
         if e is not None:
             found = [(e, d) for d in e.facts.definitions if d.name == imported]
     if not found:
-        # A Go type of this very file still has methods in the package's other files.
-        found = [
-            (e, d) for e, d in index.definitions(receiver) if (e.path != path or path.endswith(".go")) and d.depth == 0
-        ]
+        # A type of this very file still has members elsewhere: the types it builds on, a
+        # Go type's methods in the package's other files (``_type_members`` skips the
+        # current file's own lines).
+        found = [(e, d) for e, d in index.definitions(receiver) if d.depth == 0]
+        if any(e.path == path for e, _d in found):
+            found = [(e, d) for e, d in found if e.path == path]
     found = [(e, d) for e, d in found if d.kind in ("class", "type", "module")]
     if not found or len(found) > MAX_AMBIGUOUS:
         return []
@@ -609,16 +748,24 @@ def workspace_candidates(
     receiver = _receiver(before)
     if receiver and receiver not in local_names and receiver not in aliases:
         receiver = _declared_type(before, receiver) or _named_class(index, receiver) or receiver
+    elif receiver is None and language in ("typescript", "tsx") and bare(before):
+        receiver = _literal_type(before)  # a key of a typed object literal: the type's members
     query_text = (
         "\n".join(before.split("\n")[-QUERY_LINES_BEFORE:]) + "\n" + "\n".join(after.split("\n")[:QUERY_LINES_AFTER])
     )
     context = context_words(query_text)
     if receiver:
         out += _members_of(index, path, receiver, local_names, aliases, context)
-    out += _bases_for(index, path, before)
+    bases = _bases_for(index, path, before)
+    out += bases
     inherited = _inherited(index, path, own_definitions, text, cursor_line, context)
     if _OWN_RECEIVER.search(before[-200:]):
         out += inherited  # ``this.`` / ``self.``: what the class inherits comes first
+        inherited = []
+    elif bare(before) and not bases:
+        # Where a name of its own starts, the names the code may use that the text
+        # before the cursor has not shown: what the class inherits, the package's own.
+        out += inherited + _package_names(index, path, language, before, context)
         inherited = []
     for name in names:
         if name in local_names:
