@@ -34,6 +34,7 @@ workspace index").
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Hashable, Iterator
@@ -80,16 +81,18 @@ _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _SELF_FIELD = re.compile(r"^\s*(?:this|self)\.([A-Za-z_$][\w$]*)\s*(?::[^=]*)?=(?!=)")
 
 
-def subwords(name: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 16)
+def subwords(name: str) -> frozenset[str]:
     """The lower-case words of an identifier, 3+ letters, a plural's ``s`` dropped
     (``toLongString``: to, long, string -> ``{"long", "string"}``; ``equals`` ->
-    ``{"equal"}``; ``snake_case`` and ``HTTPServer`` alike)."""
+    ``{"equal"}``; ``snake_case`` and ``HTTPServer`` alike). Cached: the same
+    workspace names are ranked at every new block."""
     out = set()
     for w in _SUBWORD.findall(name):
         if len(w) >= 3:
             w = w.lower()
             out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
-    return out
+    return frozenset(out)
 
 
 def context_words(text: str) -> frozenset[str]:
@@ -176,17 +179,17 @@ def _context_scores(keys: list[K], names: dict[K, str], context: frozenset[str])
     word weighs 1 / the number of ``keys`` whose names hold it, so a word most of them
     share (``not``, the class's own name) says little. ``{key: score}``, 0 for none."""
     lowered = {n: names[n].lower() for n in keys}
-    parts = {n: subwords(names[n]) for n in keys}
+    parts = {n: subwords(names[n]) for n in keys} if any(len(w) < 4 for w in context) else {}
 
     def holds(n: K, w: str) -> bool:
         return w in lowered[n] if len(w) >= 4 else w in parts[n]
 
-    weight: dict[str, float] = {}
+    scores: dict[K, float] = dict.fromkeys(keys, 0.0)
     for w in context:
-        df = sum(1 for n in keys if holds(n, w))
-        if df:
-            weight[w] = 1.0 / df
-    return {n: sum(v for w, v in weight.items() if holds(n, w)) for n in keys}
+        holders = [n for n in keys if holds(n, w)]
+        for n in holders:
+            scores[n] += 1.0 / len(holders)
+    return scores
 
 
 def _by_context(lines: list[K], names: dict[K, str], context: frozenset[str]) -> list[K]:
@@ -436,7 +439,6 @@ MAX_PACKAGE_NAMES = 8  # lines of a package's top-level names offered where a ne
 MAX_PACKAGE_NAME_FILES = 3  # from so many files at most (each snippet costs its path line)
 _MEMBER_ACCESS = re.compile(r"(?:\.|::|->)[ \t]*[A-Za-z_$]?[\w$]*$")
 _PARTIAL = re.compile(r"[A-Za-z_$][\w$]*$")
-_GO_METHOD = re.compile(r"^func\s*\(")
 
 
 def bare(before: str) -> bool:
@@ -462,23 +464,21 @@ def _package_names(
     partial = partial_m.group(0) if partial_m else ""
     used = set(identifiers_of(before[-4000:]))
     in_test = _is_test(path)
-    names: dict[tuple[str, int], str] = {}
+    found: dict[tuple[str, int], Definition] = {}  # (file, line) -> definition, no file read
     files = sorted(index.in_folder(os.path.dirname(path)), key=lambda f: f.path)
     for f in files[:MAX_PACKAGE_FILES]:
         if f.path == path or (_is_test(f.rel) and not in_test):
             continue
-        lines = index.lines(f.path) or []
         for d in f.facts.definitions:
-            if d.depth != 0 or d.line >= len(lines) or d.name in ("init", "main", "_"):
-                continue
-            if language == "go" and _GO_METHOD.match(lines[d.line]):
-                continue
+            if d.depth != 0 or d.kind == "method" or d.name in ("init", "main", "_"):
+                continue  # a Go method is not called by a bare name
             if language == "java" and d.kind != "class":
                 continue
-            names[(f.path, _first_code_line(lines, d.line, d.end))] = d.name
-    if not names:
+            found[(f.path, d.line)] = d
+    if not found:
         return []
-    keys = list(names)
+    keys = list(found)
+    names = {k: d.name for k, d in found.items()}
     scores = _context_scores(keys, names, context)
     keys.sort(
         key=lambda k: (
@@ -495,7 +495,11 @@ def _package_names(
         if f in by_file or len(by_file) < MAX_PACKAGE_NAME_FILES:
             by_file.setdefault(f, []).append(line)
             taken += 1
-    return [("outline", f, nums) for f, nums in by_file.items()]
+    out: list[Candidate] = []
+    for f, nums in by_file.items():
+        lines = index.lines(f) or []  # only the chosen files are read
+        out.append(("outline", f, [_first_code_line(lines, n, found[(f, n)].end) for n in nums]))
+    return out
 
 
 def _go_methods(index: WorkspaceIndex, e: Entry, d: Definition, context: frozenset[str]) -> list[Candidate]:
