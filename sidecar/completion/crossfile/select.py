@@ -300,9 +300,13 @@ class CrossFileContext:
                     out.append((kind, f, f, nums, lines_of[f]))
                 return out
 
-            imported, rest = workspace_candidates(
-                index, path, language, st.imports, st.names, before, after, st.defines, st.text, cursor_line
-            )
+            try:
+                imported, rest = workspace_candidates(
+                    index, path, language, st.imports, st.names, before, after, st.defines, st.text, cursor_line
+                )
+            except Exception:  # noqa: BLE001 - a hint never fails a request: it goes without the index's snippets
+                log.warning("workspace index: choosing snippets failed at %s:%s", path, cursor_line, exc_info=True)
+                imported, rest = [], []
             candidates += cands(imported) + open_defs + cands(rest)
         return self._fit(candidates, budget)
 
