@@ -216,3 +216,39 @@ def test_a_typed_object_literal_key_and_a_jsdoc_parameter_get_the_types_members(
     ix = index(tmp_path)
     assert "modified_: boolean" in _block(ix, tmp_path, "src/make.ts", "typescript")
     assert "this._helpDescription" in _block(ix, tmp_path, "lib/help.js", "javascript")
+
+
+def test_package_names_leave_out_test_files_other_languages_and_methods_and_find_java_interfaces(
+    tmp_path: Path, index
+) -> None:
+    _project(
+        tmp_path,
+        {
+            "pkg/util.go": "package pkg\n\nfunc realHelper() int {\n\treturn 1\n}\n",
+            "pkg/util_test.go": "package pkg\n\nfunc mustFixture() int {\n\treturn 2\n}\n",
+            "pkg/helper.c": "int must_c_thing(int x) {\n  return x;\n}\n",
+            "pkg/main.go": "package pkg\n\nfunc run() {\n\tx := mu<CURSOR>\n}\n",
+            "src/p/Shape.java": "package p;\n\npublic interface Shape {\n    double area();\n}\n",
+            "src/p/Use.java": "package p;\n\nclass Use {\n    void f() {\n        Sha<CURSOR>\n    }\n}\n",
+        },
+    )
+    ix = index(tmp_path)
+    from sidecar.completion.crossfile.candidates import _is_test, _package_names
+
+    assert _is_test("pkg/util_test.go")
+    main = str(tmp_path / "pkg/main.go")
+    offered = _package_names(ix, main, "go", "package pkg\n\nfunc run() {\n\tx := mu", frozenset())
+    lines = "\n".join((ix.lines(f) or [])[n] for _k, f, nums in offered for n in nums)
+    assert "realHelper" in lines and "mustFixture" not in lines and "must_c_thing" not in lines
+    assert "public interface Shape" in _block(ix, tmp_path, "src/p/Use.java", "java")
+
+
+def test_a_name_typed_in_full_comes_first_among_those_it_begins(tmp_path: Path, index) -> None:
+    util = "package pkg\n\n" + "".join(f"func helper{i}() {{\n}}\n\n" for i in range(40))
+    _project(tmp_path, {"pkg/util.go": util, "pkg/main.go": "package pkg\n\nfunc run() {\n\thelper3<CURSOR>\n}\n"})
+    from sidecar.completion.crossfile.candidates import _package_names
+
+    ix = index(tmp_path)
+    offered = _package_names(ix, str(tmp_path / "pkg/main.go"), "go", "func run() {\n\thelper3", frozenset())
+    lines = [(ix.lines(f) or [])[n] for _k, f, nums in offered for n in nums]
+    assert "func helper3() {" in lines and all(ln.startswith("func helper3") for ln in lines)

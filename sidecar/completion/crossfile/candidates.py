@@ -57,6 +57,8 @@ QUERY_LINES_BEFORE = 12
 QUERY_LINES_AFTER = 4
 DEFINITION_LINES = 12
 HEADER_LINES = 6  # lines of a type's header read for the types it builds on
+MAX_HEADER_CHARS = 600  # of them, searched for a union
+MAX_SCORE_PAIRS = 100_000  # names x context words scored by substring; more: by whole subword
 MAX_TYPES = 4  # a type and the types it builds on, for a receiver's members
 _TOP_KINDS = ("function", "class", "type", "variable", "module")
 
@@ -177,7 +179,19 @@ def _context_scores(keys: list[K], names: dict[K, str], context: frozenset[str])
     """How much of the ``context`` words each name holds: a word of 4+ letters counts
     inside a name (``throw`` in ``rethrow``), a shorter one as a whole subword; each
     word weighs 1 / the number of ``keys`` whose names hold it, so a word most of them
-    share (``not``, the class's own name) says little. ``{key: score}``, 0 for none."""
+    share (``not``, the class's own name) says little. ``{key: score}``, 0 for none.
+    Where names times words exceed ``MAX_SCORE_PAIRS`` (a large package, a long comment
+    near the cursor), every word counts only as a whole subword, looked up in one pass."""
+    if len(keys) * len(context) > MAX_SCORE_PAIRS:
+        holders_of: dict[str, list[K]] = {}
+        for n in keys:
+            for w in subwords(names[n]):
+                holders_of.setdefault(w, []).append(n)
+        fast: dict[K, float] = dict.fromkeys(keys, 0.0)
+        for w in context:
+            for n in holders_of.get(w, ()):
+                fast[n] += 1.0 / len(holders_of[w])
+        return fast
     lowered = {n: names[n].lower() for n in keys}
     parts = {n: subwords(names[n]) for n in keys} if any(len(w) < 4 for w in context) else {}
 
@@ -229,7 +243,14 @@ def _worth(d: Definition) -> bool:
 def _is_test(rel: str) -> bool:
     rel = "/" + rel.replace(os.sep, "/")
     name = rel.rsplit("/", 1)[-1]
-    return "/tests/" in rel or "/test/" in rel or name.startswith("test_") or ".test." in name or ".spec." in name
+    return (
+        "/tests/" in rel
+        or "/test/" in rel
+        or name.startswith("test_")
+        or ".test." in name
+        or ".spec." in name
+        or name.endswith("_test.go")
+    )
 
 
 def _receiver(before: str) -> str | None:
@@ -303,7 +324,7 @@ def _type_chain(index: WorkspaceIndex, e: Entry, d: Definition) -> list[tuple[En
     return _chain(index, e, d, MAX_TYPES, union_first=True)
 
 
-_UNION = re.compile(r"=\s*\|?\s*[A-Za-z_$][\w$.<>,\s]*\|")
+_UNION = re.compile(r"=\s*(?:\|\s*)?[A-Za-z_$][\w$.<>, \t\n]*\|")
 
 
 def _chain(
@@ -313,7 +334,7 @@ def _chain(
     (``type S = A | B``) the types every part builds on come right after it: a value of
     a union type offers only the members its parts share (TypeScript's rule), which
     stand in a common base."""
-    if union_first and _UNION.search(_header(index.lines(e.path) or [], e, d)):
+    if union_first and _UNION.search(_header(index.lines(e.path) or [], e, d)[:MAX_HEADER_CHARS]):
         wide = _chain(index, e, d, 3 * cap)
         direct = [(x, y) for x, y in wide[1:] if _part_of(index, e, d, y.name)]
         if len(direct) >= 2:
@@ -437,6 +458,7 @@ def _bases_for(index: WorkspaceIndex, path: str, before: str) -> list[Candidate]
 
 MAX_PACKAGE_NAMES = 8  # lines of a package's top-level names offered where a new name starts
 MAX_PACKAGE_NAME_FILES = 3  # from so many files at most (each snippet costs its path line)
+MAX_PACKAGE_DEFINITIONS = 4000  # definitions ranked at most (generated files of constants)
 _MEMBER_ACCESS = re.compile(r"(?:\.|::|->)[ \t]*[A-Za-z_$]?[\w$]*$")
 _PARTIAL = re.compile(r"[A-Za-z_$][\w$]*$")
 
@@ -454,36 +476,57 @@ def _package_names(
     the current file's package declares in its other files, which the code may use with
     no import (a Go package's functions, variables, constants and types, not its
     methods; a Java package's classes). Ranked: names that begin with the word being
-    typed first, then by ``context`` (:func:`_context_scores`), names the text
-    ``before`` the cursor already uses after the others (the model sees those), then
-    file and line order; at most ``MAX_PACKAGE_NAMES`` lines from ``MAX_PACKAGE_NAME_FILES`` files, one candidate per file,
+    typed first (one typed in full first of all), then by ``context``
+    (:func:`_context_scores`; of equal scores, the name with the fewest words the
+    context lacks: ``FailableFunction`` before ``FailableDoubleFunction``), names the
+    text ``before`` the cursor already uses after the others (the model sees those),
+    then file and line order; at most ``MAX_PACKAGE_NAMES`` lines from ``MAX_PACKAGE_NAME_FILES`` files, one candidate per file,
     the file of the best-ranked name first. ``[]`` for other languages."""
     if language not in SAME_PACKAGE_LANGUAGES:
         return []
     partial_m = _PARTIAL.search(before[-100:])
     partial = partial_m.group(0) if partial_m else ""
-    used = set(identifiers_of(before[-4000:]))
+    used = set(identifiers_of(before[-4000 : len(before) - len(partial)]))  # not the word being typed
     in_test = _is_test(path)
+    folder = os.path.dirname(path)
+    ext = os.path.splitext(path)[1]
+    kinds = ("class", "type") if language == "java" else ("function", "variable", "type", "class")
+
+    def wanted(f: Entry, d: Definition) -> bool:
+        return (
+            f.path != path
+            and os.path.splitext(f.path)[1] == ext  # the package's own language: no cgo C, no generator script
+            and (in_test or not _is_test(f.rel))
+            and d.depth == 0
+            and d.kind in kinds  # a Go method is not called by a bare name
+            and d.name not in ("init", "main", "_")
+        )
+
     found: dict[tuple[str, int], Definition] = {}  # (file, line) -> definition, no file read
-    files = sorted(index.in_folder(os.path.dirname(path)), key=lambda f: f.path)
+    if len(partial) >= 2:  # a name that begins with the word being typed, in any file of the folder
+        for name in index.names():
+            if name.startswith(partial):
+                for f, d in index.definitions(name):
+                    if os.path.dirname(f.path) == folder and wanted(f, d):
+                        found[(f.path, d.line)] = d
+    files = sorted(index.in_folder(folder), key=lambda f: f.path)
     for f in files[:MAX_PACKAGE_FILES]:
-        if f.path == path or (_is_test(f.rel) and not in_test):
-            continue
         for d in f.facts.definitions:
-            if d.depth != 0 or d.kind == "method" or d.name in ("init", "main", "_"):
-                continue  # a Go method is not called by a bare name
-            if language == "java" and d.kind != "class":
-                continue
-            found[(f.path, d.line)] = d
+            if len(found) >= MAX_PACKAGE_DEFINITIONS:
+                break
+            if wanted(f, d):
+                found[(f.path, d.line)] = d
     if not found:
         return []
-    keys = list(found)
+    keys = sorted(found)  # file and line order breaks ties
     names = {k: d.name for k, d in found.items()}
     scores = _context_scores(keys, names, context)
     keys.sort(
         key=lambda k: (
-            not (partial and names[k].startswith(partial) and names[k] != partial),
+            not (partial and names[k].startswith(partial)),
+            names[k] != partial,  # a name typed in full: its own line first
             -scores[k],
+            len(subwords(names[k]) - context),  # of equals, the one with fewest words the context lacks
             names[k] in used,
         )
     )
@@ -498,7 +541,7 @@ def _package_names(
     out: list[Candidate] = []
     for f, nums in by_file.items():
         lines = index.lines(f) or []  # only the chosen files are read
-        out.append(("outline", f, [_first_code_line(lines, n, found[(f, n)].end) for n in nums]))
+        out.append(("outline", f, sorted(_first_code_line(lines, n, found[(f, n)].end) for n in nums)))
     return out
 
 
