@@ -532,16 +532,16 @@ def _package_names(
     )
     by_file: dict[str, list[int]] = {}
     taken = 0
-    for f, line in keys:
+    for file, line in keys:
         if taken >= MAX_PACKAGE_NAMES:
             break
-        if f in by_file or len(by_file) < MAX_PACKAGE_NAME_FILES:
-            by_file.setdefault(f, []).append(line)
+        if file in by_file or len(by_file) < MAX_PACKAGE_NAME_FILES:
+            by_file.setdefault(file, []).append(line)
             taken += 1
     out: list[Candidate] = []
-    for f, nums in by_file.items():
-        lines = index.lines(f) or []  # only the chosen files are read
-        out.append(("outline", f, sorted(_first_code_line(lines, n, found[(f, n)].end) for n in nums)))
+    for file, nums in by_file.items():
+        lines = index.lines(file) or []  # only the chosen files are read
+        out.append(("outline", file, sorted(_first_code_line(lines, n, found[(file, n)].end) for n in nums)))
     return out
 
 
