@@ -85,6 +85,9 @@ async def test_managed_engine_completes_a_long_prompt_without_extra_buffers_or_s
     buffer_lines = [ln for ln in log_text.splitlines() if "buffer" in ln]
     assert buffer_lines, "llama.cpp logged no buffer sizes: cannot tell where the weights went"
     assert not [ln for ln in buffer_lines if "AMX" in ln or "REPACK" in ln], buffer_lines
+    # The weights are read into the engine's own memory, not mapped from the file.
+    model_buffers = [ln for ln in buffer_lines if "model buffer size" in ln]
+    assert model_buffers and not [ln for ln in model_buffers if "Mapped" in ln], model_buffers
 
     # Control: the same model loaded without the launcher does consider an extra buffer
     # type on CPUs that have one (AVX2 repacking, AMX), so the check above can fail.
