@@ -139,6 +139,75 @@ def simulator_process(tmp_path: Path, output: str, *, ttft_ms: float, tokens_per
         log.close()
 
 
+TAP = ROOT / "devtools" / "lsptap.py"
+
+
+def tapped(cmd: list[str], trace: Path) -> list[str]:
+    """``cmd`` (the server's command line) behind devtools/lsptap.py, which records every
+    message between the editor and the server in ``trace`` (JSON lines)."""
+    return [sys.executable, str(TAP), "--out", str(trace), "--", *cmd]
+
+
+def tapped_script(path: Path, trace: Path) -> Path:
+    """An executable at ``path`` that runs ``python -m sidecar ARGS...`` behind the tap
+    (for an editor that takes one executable, as VS Code's ``sidecar.serverPath``)."""
+    import shlex
+
+    cmd = tapped([sys.executable, "-m", "sidecar"], trace)
+    path.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in cmd) + ' "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+#: Where a real-editor test leaves the server's messages (the tap's trace) and what the
+#: editor showed ((unix ms, line) pairs, JSON): on failure both go into the report.
+LSP_TRACE = "lsp-trace.jsonl"
+EDITOR_EVENTS = "editor-events.json"
+
+
+def tap_report(trace: Path | list[Path], extra: list[tuple[float, str]] | None = None) -> str:
+    """What the editor asked and the server answered (devtools.lsptap.summarize: one line a
+    message, every server start in the file), merged in time with ``extra`` ((unix ms, line):
+    what the editor showed)."""
+    from devtools.lsptap import read_trace, summarize
+
+    paths = [trace] if isinstance(trace, Path) else trace
+    records = [rec for p in paths for rec in read_trace(p)]
+    if not records:
+        return f"no LSP trace in {', '.join(map(str, paths))} (the server never started?)"
+    return "-> editor to server, <- server to editor; ms from the server's start\n" + summarize(records, extra)
+
+
+def write_editor_events(tmp_path: Path, events: list[tuple[float, str]]) -> None:
+    """Keep what the editor showed ((unix ms, line) pairs) for the failure report."""
+    import json
+
+    (tmp_path / EDITOR_EVENTS).write_text(json.dumps([[float(t), str(text)] for t, text in events]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A failing test that ran an editor against a tapped server (its ``tmp_path`` holds
+    ``LSP_TRACE``) gets a report section with one timeline: every request and answer, update,
+    edit and cancel on the LSP channel, with what the editor showed (``EDITOR_EVENTS``)."""
+    outcome = yield
+    rep = outcome.get_result()
+    tmp = getattr(item, "funcargs", {}).get("tmp_path")
+    if rep.when != "call" or not rep.failed or not isinstance(tmp, Path) or not (tmp / LSP_TRACE).exists():
+        return
+    import json
+
+    try:
+        events = [(float(t), str(text)) for t, text in json.loads((tmp / EDITOR_EVENTS).read_text())]
+    except (OSError, ValueError, TypeError):
+        events = []
+    try:
+        text = tap_report(tmp / LSP_TRACE, [(t, "   editor: " + line) for t, line in events])
+    except Exception as exc:  # the report must never hide the failure itself
+        text = f"(the LSP trace could not be read: {exc!r})"
+    rep.sections.append(("what the server answered and the editor showed", text))
+
+
 def skip_or_fail(reason: str) -> None:
     """Skip a test whose tool (an editor) could not be installed here, except where
     ``SIDECAR_REQUIRE_EDITORS=1`` (CI sets it): there a missing editor is a failure, so

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sidecar_env, simulator_process, skip_or_fail
+from conftest import LSP_TRACE, sidecar_env, simulator_process, skip_or_fail, tapped, write_editor_events
 
 pytestmark = pytest.mark.timeout(180)  # includes installing lsp-mode on a bare machine
 
@@ -204,7 +204,8 @@ class _Emacs:
             "file": str(self.file),
             "work": str(work),
             "result": str(self.result),
-            "cmd": [sys.executable, "-m", "sidecar", "serve"],
+            # Behind the LSP tap: a failure shows every request and answer.
+            "cmd": tapped([sys.executable, "-m", "sidecar", "serve"], tmp_path / LSP_TRACE),
         }
         (tmp_path / "cfg.json").write_text(json.dumps(cfg))
         harness = tmp_path / "harness.el"
@@ -222,6 +223,9 @@ class _Emacs:
         )
         (tmp_path / "home").mkdir()
         self.env = env
+        # What the test saw Emacs show and what it typed, (unix ms, line), for the failure report.
+        self.events: list[tuple[float, str]] = []
+        self._seen: tuple | None = None
         subprocess.run(
             [
                 "tmux",
@@ -246,6 +250,7 @@ class _Emacs:
         )
 
     def keys(self, *keys: str, literal: bool = False) -> None:
+        self.events.append((time.time() * 1000, f"keys {json.dumps(keys)}"))
         subprocess.run(
             ["tmux", "-S", self.sock, "send-keys", "-t", "e", *(["-l"] if literal else []), *keys],
             env=self.env,
@@ -276,9 +281,19 @@ class _Emacs:
 
     def state(self) -> dict:
         try:
-            return json.loads(self.result.read_text())
+            s = json.loads(self.result.read_text())
         except (OSError, ValueError):
             return {}
+        seen = (s.get("overlay"), len(s.get("shown") or []), s.get("point"))
+        if seen != self._seen and len(self.events) < 400:
+            self._seen = seen
+            self.events.append(
+                (
+                    time.time() * 1000,
+                    f"overlay {json.dumps(seen[0])} (suggestions shown so far {seen[1]}, point {seen[2]})",
+                )
+            )
+        return s
 
     def wait(self, what: str, pred, timeout: float = 20.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -300,6 +315,7 @@ class _Emacs:
         )
 
     def close(self) -> None:
+        write_editor_events(self.tmp, self.events)
         subprocess.run(
             ["tmux", "-S", self.sock, "kill-server"],
             env=self.env,

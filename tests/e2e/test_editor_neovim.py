@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_group, sidecar_env, simulator_process, skip_or_fail
+from conftest import LSP_TRACE, kill_group, sidecar_env, simulator_process, skip_or_fail, tapped, write_editor_events
 
 pytestmark = pytest.mark.timeout(240)  # includes installing nvim on a bare machine
 
@@ -72,8 +72,16 @@ local compat = require("sidecar.compat")
 local phase, phase_t = "attach", t0
 local timer = vim.loop.new_timer()
 
+-- events: (unix ms, line) for the failure report, beside the server's messages.
+result.events = {}
+local function wall()
+  local s, us = vim.loop.gettimeofday()
+  return math.floor(s * 1000 + us / 1000)  -- an integer: json_encode writes floats with 6 digits
+end
+
 local function go_to(p)
   result.steps[#result.steps + 1] = p .. "@" .. (vim.loop.now() - t0)
+  result.events[#result.events + 1] = { wall(), "phase " .. p }
   phase, phase_t = p, vim.loop.now()
 end
 
@@ -104,8 +112,21 @@ local function attached()
   return require("sidecar.ghost").attached(0)
 end
 
+-- Each change of the ghost text (and of line 2), as the editor shows it.
+local last_seen = nil
+local function note_ghost()
+  local m = ghost_mark()
+  local seen = vim.fn.json_encode({ m and m.text or vim.NIL, m and m.lines or vim.NIL,
+    api.nvim_buf_get_lines(0, 1, 2, false)[1] or "" })
+  if seen ~= last_seen and #result.events < 400 then
+    last_seen = seen
+    result.events[#result.events + 1] = { wall(), "shows (ghost, further lines, line 2) " .. seen }
+  end
+end
+
 local stats_pending = false
 local function step()
+  note_ghost()
   local now = vim.loop.now()
   if now - t0 > cfg.timeout_ms then
     result.error = "timed out in phase " .. phase
@@ -314,7 +335,8 @@ def _run_neovim(
     result_file = tmp_path / "result.json"
     cfg = {
         "plugin": str(PLUGIN),
-        "cmd": [sys.executable, "-m", "sidecar", "serve"],
+        # Behind the LSP tap: a failure shows every request and answer.
+        "cmd": tapped([sys.executable, "-m", "sidecar", "serve"], tmp_path / LSP_TRACE),
         "result": str(result_file),
         "native": native,
         "timeout_ms": 25000,
@@ -361,6 +383,7 @@ def _run_neovim(
     )
     assert result_file.exists(), f"no result from Neovim (rc={proc.returncode})\n{out!r}\n{err!r}\n{logs}"
     result = json.loads(result_file.read_text())
+    write_editor_events(tmp_path, [(t, text) for t, text in result.pop("events", [])])
     assert "error" not in result, f"{result}\n{logs}"
     return result
 

@@ -22,13 +22,20 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import kill_group, sidecar_env, simulator_process, skip_or_fail
+from conftest import (
+    LSP_TRACE,
+    kill_group,
+    sidecar_env,
+    simulator_process,
+    skip_or_fail,
+    tapped_script,
+    write_editor_events,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "editors" / "vscode"
@@ -122,7 +129,8 @@ def start_code_server(
     assert proc.returncode == 0, f"--install-extension failed\n{proc.stdout}\n{proc.stderr}"
     assert any(exts.glob("*sidecar*")), f"the extension is not in {exts}: {list(exts.iterdir())}"
     settings = {
-        "sidecar.serverPath": sys.executable,
+        # The sidecar of this checkout behind the LSP tap: a failure shows every request and answer.
+        "sidecar.serverPath": str(tapped_script(tmp_path / "sidecar-tapped", trace_file(tmp_path))),
         "sidecar.logLevel": "debug",
         "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
         "editor.suggestOnTriggerCharacters": False,
@@ -214,6 +222,28 @@ def shown_stats(tmp_path: Path) -> list[dict]:
     return out
 
 
+def trace_file(tmp_path: Path) -> Path:
+    """The LSP channel's trace (devtools/lsptap.py); on failure the report shows it."""
+    return tmp_path / LSP_TRACE
+
+
+def keep_editor_events(tmp_path: Path, result: dict) -> None:
+    """What VS Code showed, for the failure report beside the server's messages: the
+    driver's steps and each change of the ghost text it read (unix ms)."""
+    t0 = float(result.get("t0") or 0)
+    events = [
+        (t0 + s["t"], f"{s['name']} {json.dumps(s.get('ghost', s.get('text', '')))}") for s in result.get("steps", [])
+    ]
+    events += [(t0 + g["t"], f"shows {json.dumps(g['ghost'])}") for g in result.get("ghostLog", [])]
+    write_editor_events(tmp_path, events)
+
+
+def explain(tmp_path: Path, result: dict) -> str:
+    """The driver's result (without its ghost log, which the report's timeline shows) and the logs."""
+    shown = json.dumps({k: v for k, v in result.items() if k != "ghostLog"}, indent=1)[-5000:]
+    return f"{shown}\n{logs(tmp_path)}"
+
+
 def logs(tmp_path: Path) -> str:
     parts = [
         f"--- {p.relative_to(tmp_path)}\n{p.read_text(errors='replace')[-4000:]}"
@@ -249,21 +279,21 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
         )
         took = time.monotonic() - t0
         (tmp_path / "result.json").write_text(json.dumps(result, indent=2))
-        assert "error" not in result, f"{json.dumps(result, indent=2)}\n{logs(tmp_path)}"
+        keep_editor_events(tmp_path, result)
+        assert "error" not in result, explain(tmp_path, result)
         # Ghost text after typing, grown to all four lines as the stream ran.
-        assert result["steps"][[s["name"] for s in result["steps"]].index("first-ghost")]["ghost"].strip()
+        why = explain(tmp_path, result)
+        assert result["steps"][[s["name"] for s in result["steps"]].index("first-ghost")]["ghost"].strip(), why
         # (The extension hides the suggestion before each re-trigger; without that VS Code 1.100
         # keeps showing the first answer.)
         growth = result["growth"]
-        assert max(g["n"] for g in growth) == 4, growth
-        assert any(0 < g["chars"] < len(OUTPUT) for g in growth), f"the ghost text did not grow: {growth}"
+        assert max(g["n"] for g in growth) == 4, f"{growth}\n{why}"
+        assert any(0 < g["chars"] < len(OUTPUT) for g in growth), f"the ghost text did not grow: {growth}\n{why}"
         # Typing through the start keeps the rest; Tab inserts it.
-        assert result["afterTypeThrough"] == OUTPUT[len("tot") :], result
-        assert result["fileText"] == SOURCE.replace("\n\n\n", "\n    " + OUTPUT + "\n\n", 1), result["fileText"]
+        assert result["afterTypeThrough"] == OUTPUT[len("tot") :], why
+        assert result["fileText"] == SOURCE.replace("\n\n\n", "\n    " + OUTPUT + "\n\n", 1), why
         # The status bar shows the mode and the model.
-        assert result["statusBar"] and result["statusBar"].startswith("cloud · Qwen2.5-Coder-7B-Instruct"), result.get(
-            "statusBar"
-        )
+        assert result["statusBar"] and result["statusBar"].startswith("cloud · Qwen2.5-Coder-7B-Instruct"), why
         # The accept command reached the server.
         # Two witnesses: the server's stats file (gone once the editor has closed and the
         # server exited, which can happen before this check) and the "sidecar: Show Stats"
@@ -275,7 +305,7 @@ def test_real_vscode_streams_accepts_and_shows_status(code_server, vsix, simulat
             if any(s.get("acceptance", {}).get("accepted", 0) >= 1 for s in stats):
                 break
             time.sleep(0.5)
-        assert any(s.get("acceptance", {}).get("accepted", 0) >= 1 for s in stats), f"{stats}\n{logs(tmp_path)}"
+        assert any(s.get("acceptance", {}).get("accepted", 0) >= 1 for s in stats), f"{stats}\n{why}"
         # Reported, not asserted: each hide before a re-trigger blanks the ghost text until
         # the new answer is drawn (VS Code 1.100 has no stable API to update it in place).
         blanks = [b["t"] - a["t"] for a, b in zip(growth, growth[1:]) if a["n"] == 0 and a is not growth[0]]
@@ -344,12 +374,14 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
             tmp_path,
         )
         (tmp_path / "result.json").write_text(json.dumps(result, indent=2))
-        assert "error" not in result, f"{json.dumps(result, indent=2)}\n{logs(tmp_path)}"
+        keep_editor_events(tmp_path, result)
+        assert "error" not in result, explain(tmp_path, result)
         # After each key: the ghost text left and the buffer, exactly.
+        why = explain(tmp_path, result)
         assert [(p["name"], p["ghost"], p["buffer"]) for p in result["partial"]] == [
             (s["name"], s["ghost"], s["buffer"]) for s in steps
-        ], result["partial"]
-        assert result["fileText"] == with_taken(OUTPUT), result["fileText"]
+        ], why
+        assert result["fileText"] == with_taken(OUTPUT), why
         # The server's counts after the three keys (the "sidecar: Show Stats" output the
         # driver ran at the end; else the server's stats file).
         deadline = time.monotonic() + 10
@@ -360,7 +392,7 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
                 break
             time.sleep(0.5)
         done = [s["acceptance"] for s in stats if s.get("acceptance", {}).get("full", 0) >= 1]
-        assert done, f"no stats with a full accept: {stats}\n{logs(tmp_path)}"
+        assert done, f"no stats with a full accept: {stats}\n{why}"
         acc = done[0]
         # The last Tab took the rest after the indentation the first Tab typed.
         got = {
@@ -375,7 +407,7 @@ def test_real_vscode_partial_accept_word_line_rest(code_server, vsix, simulator,
             "partial_chars": len(WORD + LINE),
             "full_chars": len(REST) - 4,
             "accepted_chars": len(OUTPUT) - 4,
-        }, f"{acc}\n{logs(tmp_path)}"
+        }, f"{acc}\n{why}"
         print(f"partial accept steps {[(p['name'], p['t']) for p in result['partial']]}; acceptance {got}")
     finally:
         kill_group(server)

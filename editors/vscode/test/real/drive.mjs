@@ -20,8 +20,10 @@ const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const require = createRequire(path.join(cfg.playwright, 'package.json'));
 const { chromium } = require('playwright-core');
 
-const result = { steps: [], shots: [] };
 const t0 = Date.now();
+// t0: the driver's start (unix ms), so that the test can put what the editor showed beside
+// the server's messages (devtools/lsptap.py); ghostLog: each change of the ghost text read.
+const result = { t0, steps: [], shots: [], ghostLog: [] };
 const now = () => Date.now() - t0;
 const step = (name, extra = {}) => result.steps.push({ name, t: now(), ...extra });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -40,8 +42,17 @@ async function shot(name) {
     }
 }
 
-/** {inline, lines}: the ghost text now (lines: the further lines, in order). */
-function readGhost() {
+/** {inline, lines}: the ghost text now (lines: the further lines, in order); a change from
+ * the last read is added to result.ghostLog (at most 400 entries). */
+async function readGhost() {
+    const g = await readGhostNow();
+    const text = ghostText(g);
+    const log = result.ghostLog;
+    if ((log.length === 0 || log[log.length - 1].ghost !== text) && log.length < 400) log.push({ t: now(), ghost: text });
+    return g;
+}
+
+function readGhostNow() {
     return page.evaluate(() => {
         const norm = (s) => (s ?? '').replace(/\u00a0/g, ' ');
         const inline = [...document.querySelectorAll('.monaco-editor .view-lines .ghost-text-decoration, .monaco-editor .view-lines .ghost-text-decoration-preview')]
@@ -220,6 +231,7 @@ async function scenarioPartial() {
     }
     result.partial = [];
     for (const s of cfg.steps) {
+        step(`press ${s.key}`);
         await page.keyboard.press(s.key);
         const end = Date.now() + 5000;
         let seen;
