@@ -11,6 +11,7 @@ import * as vscode from 'vscode';
 import {
     DidChangeConfigurationNotification,
     ExecuteCommandRequest,
+    InlineCompletionItem,
     InlineCompletionRegistrationOptions,
     InlineCompletionRequest,
     LanguageClient,
@@ -260,11 +261,25 @@ function ownInlineProvider(c: LanguageClient): void {
         const selector = c.protocol2CodeConverter.asDocumentSelector(options.documentSelector ?? []);
         const provideInlineCompletionItems = async (document: vscode.TextDocument, position: vscode.Position,
             context: vscode.InlineCompletionContext, token: vscode.CancellationToken) => {
-            const result = await c.sendRequest(InlineCompletionRequest.type,
+            retrigger.noteAsked(document.uri.toString(), document.version, { line: position.line, character: position.character });
+            let result = await c.sendRequest(InlineCompletionRequest.type,
                 c.code2ProtocolConverter.asInlineCompletionParams(document, position, context), token).then(
                 (r) => (token.isCancellationRequested ? null : c.protocol2CodeConverter.asInlineCompletionResult(r, token)),
                 (err) => c.handleFailedRequest(InlineCompletionRequest.type, token, err, null));
-            const items = Array.isArray(result) ? result : result?.items;
+            let items = Array.isArray(result) ? result : result?.items;
+            if ((!items || items.length === 0) && context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke
+                && !token.isCancellationRequested) {
+                // VS Code keeps an empty answer to an explicit request as the state of this
+                // place, and no later trigger there fetches again: show what the server
+                // streamed here instead of blanking it (logic.ts, Retrigger).
+                const streamed = retrigger.streamedItem(document.uri.toString(), document.version,
+                    { line: position.line, character: position.character });
+                if (streamed) {
+                    output.info(`the server answered nothing to a re-request where it had streamed ${insertTextOf(streamed).length} characters: showing those`);
+                    result = await c.protocol2CodeConverter.asInlineCompletionResult({ items: [streamed as InlineCompletionItem] }, token);
+                    items = Array.isArray(result) ? result : result?.items;
+                }
+            }
             if (items && items.length > 0) {
                 retrigger.noteAnswer(document.uri.toString(), document.version,
                     { line: position.line, character: position.character }, insertTextOf(items[0]));
@@ -314,7 +329,7 @@ async function start(): Promise<void> {
 async function stop(): Promise<void> {
     const c = client;
     client = undefined;
-    retrigger?.cancel();
+    retrigger?.reset();
     if (c && c.needsStop()) {
         try {
             await c.stop(2000);
@@ -454,11 +469,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         // VS Code 1.100 skips a fetch when its current suggestion came from an explicit
         // request at the same position and document version, so a bare trigger shows the
         // first update only; hiding the suggestion first makes it fetch again (checked in
-        // code-server 4.100.3: all lines of a streamed suggestion appear).
-        trigger: () => void (async () => {
+        // code-server 4.100.3: all lines of a streamed suggestion appear). The trigger
+        // command settles once VS Code's fetch is over: the Retrigger waits for it before
+        // the next one (a trigger during that fetch would be folded into it and lost).
+        trigger: async () => {
             await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
             await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
-        })(),
+        },
+        onRepeat: (text, n) => output.info(`re-trigger ${n}: the editor did not ask for the update (${text.length} characters)`),
     });
     registerCommands(context);
 
@@ -469,7 +487,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         context.secrets.onDidChange((e) => {
             if (e.key === SECRET_KEY) void restart();
         }),
-        vscode.window.onDidChangeTextEditorSelection(() => retrigger.cancel()),
+        vscode.window.onDidChangeTextEditorSelection(() => retrigger.cursorMoved()),
         { dispose: () => void stop() },
     );
 

@@ -170,14 +170,30 @@ export interface RetriggerOptions {
     intervalMs: number;
     /** The active editor's cursor, or undefined (no editor, a selection, ...). */
     cursor: () => CursorPlace | undefined;
-    /** Re-asks the editor for inline suggestions (`editor.action.inlineSuggest.trigger`). */
-    trigger: () => void;
+    /**
+     * Re-asks the editor for inline suggestions. In VS Code: hide the suggestion, then
+     * `editor.action.inlineSuggest.trigger`, whose promise settles once the editor's fetch
+     * is over. When it returns a promise, re-triggers run one at a time: VS Code folds an
+     * explicit trigger into an explicit fetch already running at the same place and
+     * version, and shows that fetch's answer, which the server gave before the newer
+     * update; a trigger started then would be lost (docs/editors.md, "VS Code").
+     */
+    trigger: () => void | PromiseLike<unknown>;
     /**
      * Re-trigger only when an update brings a line the editor does not show yet (or is
      * the last one). In VS Code each re-trigger must hide the suggestion first, which
      * blanks the ghost text for a frame or two; growth within a line is not worth that.
      */
     newLinesOnly?: boolean;
+    /**
+     * How many times a trigger that led to no fetch (the editor never asked the provider
+     * at that place before the trigger's promise settled) is repeated. Default 2.
+     */
+    maxRepeats?: number;
+    /** A trigger whose promise has not settled after this long (ms) counts as over. Default 10000. */
+    settleMs?: number;
+    /** Told about a repeated trigger (for the output channel). */
+    onRepeat?: (text: string, repeat: number) => void;
     now?: () => number;
     setTimer?: (fn: () => void, ms: number) => unknown;
     clearTimer?: (handle: unknown) => void;
@@ -201,9 +217,21 @@ function placeKey(uri: string, version: number, p: LspPosition): string {
  *   update belongs to (the user has not typed or moved since);
  * - throttled: at most one trigger per `intervalMs`, the latest update wins, and the
  *   last one is never dropped (a trailing trigger);
+ * - one at a time (when `trigger` returns a promise): an update that arrives while the
+ *   editor is still fetching for the last trigger waits until that fetch is over, then
+ *   triggers; a trigger after which the editor never asked the provider at that place is
+ *   repeated (`maxRepeats`);
  * - never twice for a text the editor already has (the answer to a re-request is
- *   followed by a final update with the same text: that must not trigger again), and
- *   not after the user dismissed the suggestion at that place.
+ *   followed by a final update with the same text: that must not trigger again): a text
+ *   is the editor's once the provider handed it over (`noteAnswer`), not when a trigger
+ *   was sent for it, so a trigger whose fetch showed something else does not swallow the
+ *   final update; and not after the user dismissed the suggestion at that place;
+ * - `streamedItem`: the last update's item at a place, for the provider to answer the
+ *   explicit request of one of these re-triggers (one is running) that the server
+ *   answered with nothing. VS Code keeps an empty
+ *   answer to an explicit request as the state of that place: its hide then does nothing
+ *   (no suggestion is visible) and every later trigger there is satisfied by that empty
+ *   state without a fetch, so the streamed suggestion would stay blank until the user types.
  */
 export class Retrigger {
     private readonly now: () => number;
@@ -213,11 +241,18 @@ export class Retrigger {
     private known = new Set<string>();
     private knownLines = 0;
     private dismissed = false;
+    private lastUpdate: UpdateParams | undefined;
+    private asks = 0;
     private pending: UpdateParams | undefined;
     private timer: unknown;
     private lastFire = -Infinity;
+    /** The trigger whose fetch is not over yet (its id), or 0. */
+    private running = 0;
+    private runs = 0;
     /** Triggers fired so far (for tests and the output channel). */
     fired = 0;
+    /** Of those, repeats of a trigger that led to no fetch. */
+    repeated = 0;
 
     constructor(private readonly opts: RetriggerOptions) {
         this.now = opts.now ?? (() => Date.now());
@@ -232,6 +267,8 @@ export class Retrigger {
             this.known = new Set();
             this.knownLines = 0;
             this.dismissed = false;
+            this.asks = 0;
+            this.lastUpdate = undefined;
         }
     }
 
@@ -239,6 +276,12 @@ export class Retrigger {
         const c = this.opts.cursor();
         return !!c && c.uri === p.uri && c.version === p.version
             && c.position.line === p.position.line && c.position.character === p.position.character;
+    }
+
+    /** The editor asked the provider for inline suggestions at this place (before the server answers). */
+    noteAsked(uri: string, version: number, position: LspPosition): void {
+        this.at(uri, version, position);
+        this.asks++;
     }
 
     /** The editor got `text` as the answer of an inline completion request at this place. */
@@ -252,6 +295,33 @@ export class Retrigger {
         this.knownLines = Math.max(this.knownLines, text.split('\n').length);
     }
 
+    /**
+     * The item of the last update at this place (the server's latest text there) while a
+     * re-trigger runs, or undefined: none running (the user's own explicit request gets
+     * the server's answer as it is), another place, or dismissed there.
+     */
+    streamedItem(uri: string, version: number, position: LspPosition): UpdateParams['items'][number] | undefined {
+        if (!this.running || placeKey(uri, version, position) !== this.key || this.dismissed) return undefined;
+        return this.lastUpdate?.items?.[0];
+    }
+
+    /** Forget everything (the server restarted: its updates and answers belong to the old one). */
+    reset(): void {
+        this.cancel();
+        this.key = '';
+        this.known = new Set();
+        this.knownLines = 0;
+        this.dismissed = false;
+        this.asks = 0;
+        this.lastUpdate = undefined;
+        this.running = 0;
+    }
+
+    /** The cursor moved (a selection event): a pending update for another place is dropped. */
+    cursorMoved(): void {
+        if (this.pending && !this.matches(this.pending)) this.cancel();
+    }
+
     /** The user dismissed the suggestion (Escape): no re-trigger at this place any more. */
     dismiss(uri: string, version: number, position: LspPosition): void {
         this.at(uri, version, position);
@@ -263,13 +333,20 @@ export class Retrigger {
         const text = insertTextOf(p.items?.[0]);
         if (!text || !this.matches(p)) return;
         this.at(p.uri, p.version, p.position);
+        this.lastUpdate = p;
         if (this.dismissed || this.known.has(text)) return;
         if (this.opts.newLinesOnly && !p.done && text.split('\n').length <= this.knownLines) return;
         this.pending = p;
+        this.schedule();
+    }
+
+    /** Fire the pending update now or when `intervalMs` has passed, unless a trigger runs (it fires it when over). */
+    private schedule(): void {
+        if (!this.pending || this.running || this.timer !== undefined) return;
         const wait = this.lastFire + this.opts.intervalMs - this.now();
         if (wait <= 0) {
             this.fire();
-        } else if (this.timer === undefined) {
+        } else {
             this.timer = this.setTimer(() => {
                 this.timer = undefined;
                 this.fire();
@@ -278,16 +355,49 @@ export class Retrigger {
     }
 
     private fire(): void {
+        if (this.running) return;
         const p = this.pending;
         this.pending = undefined;
         if (!p || !this.matches(p)) return;
         this.at(p.uri, p.version, p.position);
         const text = insertTextOf(p.items[0]);
         if (this.dismissed || this.known.has(text)) return;
-        this.remember(text);
+        // Its lines count as asked for (newLinesOnly: growth within the last of them waits
+        // for the next line or the end); the text itself is the editor's once handed over.
+        this.knownLines = Math.max(this.knownLines, text.split('\n').length);
+        this.start(p, text, 0);
+    }
+
+    private start(p: UpdateParams, text: string, repeat: number): void {
         this.lastFire = this.now();
         this.fired++;
-        this.opts.trigger();
+        const asksBefore = this.asks;
+        const key = this.key;
+        let r: void | PromiseLike<unknown>;
+        try {
+            r = this.opts.trigger();
+        } catch {
+            r = undefined;
+        }
+        if (!r || typeof (r as PromiseLike<unknown>).then !== 'function') return;
+        const id = ++this.runs;
+        this.running = id;
+        const guard = this.setTimer(() => over(), this.opts.settleMs ?? 10_000);
+        const over = () => {
+            if (this.running !== id) return;
+            this.clearTimer(guard);
+            this.running = 0;
+            if (this.pending) {
+                this.schedule(); // a newer update came meanwhile: it triggers now
+            } else if (this.key === key && this.asks === asksBefore && !this.dismissed
+                && repeat < (this.opts.maxRepeats ?? 2) && this.matches(p)) {
+                // The editor never asked at this place: the trigger was folded into nothing.
+                this.repeated++;
+                this.opts.onRepeat?.(text, repeat + 1);
+                this.start(p, text, repeat + 1);
+            }
+        };
+        (r as PromiseLike<unknown>).then(over, over);
     }
 
     cancel(): void {

@@ -160,10 +160,60 @@ describe('Retrigger', () => {
         h.r.onUpdate(upd(undefined, { done: true }));
         assert.deepEqual(h.triggers, []);
         h.r.onUpdate(upd('x = 1\ny = 2\nz'));
+        h.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, 'x = 1\ny = 2\nz');  // the re-request's answer
         h.advance(100);
         h.r.onUpdate(upd('x = 1\ny = 2\nz', { done: true }));
         h.advance(100);
         assert.equal(h.triggers.length, 1);
+    });
+
+    test('a text a trigger was sent for but the editor never got triggers again at the end', () => {
+        const h = harness({ newLinesOnly: true });
+        h.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, 'x = 1');
+        h.r.onUpdate(upd('x = 1\ny = 2'));
+        h.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, '');  // the fetch came back with nothing
+        h.advance(100);
+        h.r.onUpdate(upd('x = 1\ny = 2', { done: true }));
+        h.advance(100);
+        assert.equal(h.triggers.length, 2);
+    });
+
+    test('streamedItem: the last update at the place while a re-trigger runs; none elsewhere, after it, after a dismiss or a reset', async () => {
+        let settle;
+        const h = harness({ trigger: () => new Promise((resolve) => { settle = resolve; }) });
+        const here = ['file:///a.py', 3, { line: 1, character: 4 }];
+        assert.equal(h.r.streamedItem(...here), undefined);
+        h.r.onUpdate(upd('x = 1'));          // a re-trigger runs
+        h.r.onUpdate(upd('x = 1\ny'));
+        assert.deepEqual(h.r.streamedItem(...here), { insertText: 'x = 1\ny' });
+        assert.equal(h.r.streamedItem('file:///a.py', 4, { line: 1, character: 4 }), undefined);
+        settle();
+        await new Promise((r) => setImmediate(r));
+        h.advance(100);                      // 'x = 1\ny' triggers next
+        assert.deepEqual(h.r.streamedItem(...here), { insertText: 'x = 1\ny' });
+        h.r.reset();
+        assert.equal(h.r.streamedItem(...here), undefined);
+        h.r.onUpdate(upd('x = 2'));
+        h.r.dismiss(...here);
+        assert.equal(h.r.streamedItem(...here), undefined);
+        settle();
+        await new Promise((r) => setImmediate(r));
+        assert.equal(h.r.streamedItem(...here), undefined);  // nothing runs
+    });
+
+    test('a selection event drops a pending update only when the cursor left its place', () => {
+        const h = harness();
+        h.r.onUpdate(upd('a'));
+        h.r.onUpdate(upd('ab'));   // pending: the last trigger was 0 ms ago
+        h.r.cursorMoved();         // the cursor is still there (e.g. the hide refocused the editor)
+        h.advance(100);
+        assert.equal(h.triggers.length, 2);
+        h.r.onUpdate(upd('abc'));  // pending: 50 ms after the last trigger
+        h.cursor = { ...h.cursor, position: { line: 2, character: 0 } };
+        h.r.cursorMoved();
+        h.cursor = { ...h.cursor, position: { line: 1, character: 4 } };  // back, but the update was dropped
+        h.advance(100);
+        assert.equal(h.triggers.length, 2);
     });
 
     test('only for the active document at its version and cursor', () => {
@@ -194,6 +244,133 @@ describe('Retrigger', () => {
         h.r.onUpdate(upd('abc'));
         h.advance(100);
         assert.equal(h.triggers.length, 1);
+    });
+});
+
+describe('Retrigger against the way VS Code 1.100 fetches (docs/editors.md, "VS Code")', () => {
+    // A model of VS Code's inline completion model, from its source (inlineCompletionsModel.ts,
+    // inlineCompletionsSource.ts): `hide` clears the suggestion and cancels a fetch only
+    // while a suggestion is visible (the command's precondition); an explicit trigger while
+    // an explicit fetch runs at the same place is folded into it; one while the suggestion
+    // shown came from an explicit fetch there fetches nothing. A fetch asks the provider
+    // after `askMs` and shows the server's text of that moment `answerMs` later.
+    function editor({ askMs = 30, answerMs = 60 } = {}) {
+        let t = 0;
+        const timers = [];
+        const e = {
+            shown: 'a', explicitShown: false, fetch: undefined, server: 'a', asks: 0,
+            get t() { return t; },
+            advance(ms) {
+                const end = t + ms;
+                for (;;) {
+                    const next = timers.filter((x) => !x.done && x.at <= end).sort((a, b) => a.at - b.at)[0];
+                    if (!next) break;
+                    t = next.at; next.done = true; next.fn();
+                }
+                t = end;
+            },
+            setTimer(fn, ms) { const tm = { fn, at: t + ms, done: false }; timers.push(tm); return tm; },
+            hide() {
+                if (!e.shown) return;  // precondition: inlineSuggestionVisible
+                e.shown = ''; e.explicitShown = false;
+                if (e.fetch) { e.fetch.cancelled = true; e.fetch.resolve(); e.fetch = undefined; }
+            },
+            trigger() {
+                if (e.fetch) return e.fetch.promise;      // folded into the running explicit fetch
+                if (e.explicitShown) return Promise.resolve();  // satisfied by what is shown
+                const f = {};
+                f.promise = new Promise((resolve) => { f.resolve = resolve; });
+                e.fetch = f;
+                e.setTimer(() => {
+                    if (f.cancelled) return;
+                    e.asks++;
+                    e.r.noteAsked('file:///a.py', 3, { line: 1, character: 4 });
+                    // The provider as extension.ts has it: the server's answer; for an explicit
+                    // request it answered with nothing, what the server streamed here.
+                    const server = e.serverAnswer ?? e.server;
+                    const answer = server || (e.r.streamedItem('file:///a.py', 3, { line: 1, character: 4 })?.insertText ?? '');
+                    e.setTimer(() => {
+                        if (f.cancelled) return;
+                        e.fetch = undefined;
+                        e.shown = answer; e.explicitShown = true;
+                        e.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, answer);
+                        f.resolve();
+                    }, answerMs);
+                }, askMs);
+                return f.promise;
+            },
+        };
+        e.r = new Retrigger({
+            intervalMs: 50,
+            newLinesOnly: true,
+            cursor: () => ({ uri: 'file:///a.py', version: 3, position: { line: 1, character: 4 } }),
+            trigger: () => { e.hide(); return e.trigger(); },
+            now: () => t,
+            setTimer: (fn, ms) => e.setTimer(fn, ms),
+            clearTimer: (tm) => { tm.done = true; },
+        });
+        e.r.noteAnswer('file:///a.py', 3, { line: 1, character: 4 }, 'a');
+        return e;
+    }
+    const tick = () => new Promise((r) => setImmediate(r));
+    const update = (e, text, done = false) => {
+        e.server = text;
+        e.r.onUpdate({ uri: 'file:///a.py', version: 3, position: { line: 1, character: 4 }, requestId: 1, seq: 1,
+            items: [{ insertText: text }], done });
+    };
+    async function run(e, ms) {
+        for (let i = 0; i < ms; i += 5) { e.advance(5); await tick(); }
+    }
+
+    test('the last update reaches the screen when it comes while the editor fetches for the one before', async () => {
+        const e = editor();
+        update(e, 'a\nb');               // a new line: hide, trigger; the fetch asks at 30 ms
+        await run(e, 60);
+        update(e, 'a\nb\nc', true);      // the end, while that fetch (answered at 90 ms) runs
+        await run(e, 400);
+        assert.equal(e.shown, 'a\nb\nc');
+        assert.equal(e.asks, 2);
+    });
+
+    test('an explicit request the server answers with nothing shows what was streamed, not a blank', async () => {
+        const e = editor();
+        e.serverAnswer = '';             // e.g. the request superseded, or held back
+        update(e, 'a\nb');
+        await run(e, 200);
+        update(e, 'a\nb\nc', true);
+        await run(e, 400);
+        assert.equal(e.shown, 'a\nb\nc');
+    });
+
+    test('a trigger the editor folded into nothing is repeated, at most twice', async () => {
+        const e = editor();
+        e.explicitShown = true; e.shown = '';  // an explicit fetch showed nothing: hide cannot clear it
+        update(e, 'a\nb', true);
+        await run(e, 400);
+        assert.equal(e.asks, 0);
+        assert.equal(e.r.fired, 3);
+        assert.equal(e.r.repeated, 2);
+    });
+
+    test('a trigger that never settles counts as over after settleMs', async () => {
+        let t = 0;
+        const timers = [];
+        const fired = [];
+        const r = new Retrigger({
+            intervalMs: 50, settleMs: 1000, newLinesOnly: true,
+            cursor: () => ({ uri: 'file:///a.py', version: 3, position: { line: 1, character: 4 } }),
+            trigger: () => { fired.push(t); return new Promise(() => undefined); },
+            now: () => t,
+            setTimer: (fn, ms) => { const tm = { fn, at: t + ms, done: false }; timers.push(tm); return tm; },
+            clearTimer: (tm) => { tm.done = true; },
+        });
+        const at = { uri: 'file:///a.py', version: 3, position: { line: 1, character: 4 }, requestId: 1, seq: 1 };
+        r.onUpdate({ ...at, items: [{ insertText: 'a\nb' }], done: false });
+        r.onUpdate({ ...at, items: [{ insertText: 'a\nb\nc' }], done: true });
+        for (; t <= 1200; t += 10) {
+            for (const tm of timers.filter((x) => !x.done && x.at <= t)) { tm.done = true; tm.fn(); }
+        }
+        assert.deepEqual(fired, [0, 1000]);
     });
 });
 
