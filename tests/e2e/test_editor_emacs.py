@@ -128,8 +128,12 @@ HARNESS = r""";;; -*- lexical-binding: t; -*-
                       (point . ,(point))
                       (selected . ,(eq (window-buffer (selected-window)) h-buffer))
                       (text . ,(buffer-substring-no-properties (point-min) (point-max))))))
-        (with-temp-file (h-get 'result)
-          (insert (json-encode state)))))))
+        ;; Written aside, then renamed over the file: the test reads it every 50 ms and must
+        ;; never see it half written.
+        (let ((tmp (concat (h-get 'result) ".tmp")))
+          (with-temp-file tmp
+            (insert (json-encode state)))
+          (rename-file tmp (h-get 'result) t))))))
 
 (add-hook 'emacs-startup-hook
           (lambda ()
@@ -438,7 +442,7 @@ def test_emacs_accepts_a_word_a_line_then_the_rest(emacs, tmp_path, simulator):
 
         s = e.wait("sidecar.stats to count the accepts", counted)
         time.sleep(0.7)  # nothing more may arrive: the next polls must say the same
-        acc = e.state()["acceptance"]
+        acc = e.wait("the counts", lambda s: "acceptance" in s)["acceptance"]
         assert {k: acc.get(k) for k in want_counts} == want_counts, acc
     finally:
         e.close()
