@@ -38,6 +38,9 @@ SOURCE = "def total(xs):\n\n\nprint(total([1, 2]))\n"
 # packages on the load path). It starts lsp in the file's buffer, records every suggestion lsp-mode
 # shows, and writes its state to a JSON file every 50 ms; the test types through tmux.
 HARNESS = r""";;; -*- lexical-binding: t; -*-
+;; Debian's Emacs 28 compiles the Lisp it loads natively, in the background, into the
+;; eln-cache of this test's fresh HOME: compilers would run beside every test. Off.
+(setq native-comp-deferred-compilation nil native-comp-enable-subr-trampolines nil)
 (require 'json)
 (defvar h-cfg (json-read-file __CFG__))
 (defun h-get (k) (alist-get k h-cfg))
