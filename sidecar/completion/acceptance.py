@@ -132,6 +132,20 @@ class Acceptance:
         """True the first time ``req_id`` is seen (its suggestion is counted as shown)."""
         return _once(self._counted, req_id)
 
+    def shown_here(self, req: Request, text: str) -> bool:
+        """``text`` is the suggestion last shown in ``req``'s document, at ``req``'s very
+        place (the same document text before and after the cursor), or more or less of it:
+        the editor asks again where it shows it (VS Code's re-trigger for the rest of a
+        streamed suggestion, sidecar.el asking for the rest). Not yet labelled for the gate."""
+        rec = self._open.get(req.uri)
+        return (
+            rec is not None
+            and bool(text)
+            and rec.prefix == req.doc_prefix
+            and rec.suffix == req.doc_suffix
+            and (text.startswith(rec.text) or rec.text.startswith(text))
+        )
+
     def shown_by_update(self, req: Request, text: str) -> None:
         """``req`` was answered with nothing and its first text went out as an update
         (items ``u<request id>.<seq>``): the gate's label follows that suggestion."""

@@ -33,8 +33,10 @@ higher bar for that kind, and accepts raise it again.
 
 The default weights come from the quality benchmark (``python -m devtools.bench.gate_fit``
 on quality runs; docs/benchmarks.md, "Confidence gate"); ``sidecar.clearCache`` returns
-to them. Counters: ``gate.shown``, ``gate.held_back``, ``gate.accepted``,
-``gate.rejected``. See docs/architecture.md, "The confidence gate".
+to them. A suggestion asked for again at the very place where it is on screen (an editor
+fetching the rest of a streamed suggestion) is not judged again: the gate decided when it
+was shown (``scheduler.py``; ``gate.reshown`` counts them). Counters: ``gate.shown``,
+``gate.held_back``, ``gate.accepted``, ``gate.rejected``. See docs/architecture.md, "The confidence gate".
 """
 
 from __future__ import annotations
@@ -470,6 +472,7 @@ class Gate:
             "accepted": c.get("gate.accepted", 0),
             "rejected": c.get("gate.rejected", 0),
             "unseen": c.get("gate.unseen", 0),
+            "reshown": c.get("gate.reshown", 0),
             "seen_ms": self.seen_ms,
             "p_accept": {k: round(self.model.p_accept(Features(k, "stream", "", 30, 0)), 4) for k in KINDS},
             "recent": list(self.recent),

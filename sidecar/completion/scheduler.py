@@ -18,7 +18,8 @@ typed, or passed over); then:
    (``DocSession.cancelled``).
 6. **Gate** (``gate.py``, when on): an answer it holds back leaves as nothing and
    nothing is speculated on it; an answer with no text yet is judged on the first text
-   its updates would show.
+   its updates would show; the suggestion already on screen at the very place, asked
+   for again, is not judged again (``Acceptance.shown_here``).
 7. **Follow-up** (``launch.StreamLauncher.after_answer``), for the document's latest
    request only: updates (``updates.py``) while the stream runs; then speculate
    (``prefetch.py``).
@@ -158,7 +159,14 @@ class Scheduler:
             # engine still reading the prompt) is judged on the first text its updates
             # would show.
             if answer.text:
-                if not self._judge(req, answer, answer.text, answer.stream is not None and answer.stream.done):
+                if self.acceptance.shown_here(req, answer.text):
+                    # Asked again where this suggestion is on screen (an editor fetching the
+                    # rest of a streamed suggestion): the gate judged it when it was shown.
+                    # Judged again as a new one (a stored or re-shown suggestion is judged on
+                    # its text), it could take back what the user sees; VS Code then keeps
+                    # that empty answer at the place until the next key.
+                    self.metrics.count("gate.reshown")
+                elif not self._judge(req, answer, answer.text, answer.stream is not None and answer.stream.done):
                     return None
             else:
                 judge = functools.partial(self._judge_update, req, answer)

@@ -155,6 +155,36 @@ async def test_a_backend_without_log_probabilities_is_not_judged(tmp_path, sim):
     assert bodies and not any("logprobs" in b for b in bodies)
 
 
+async def test_a_suggestion_asked_for_again_where_it_is_shown_is_not_taken_back(tmp_path, sim):
+    """An editor asks again at the very place where a suggestion is on screen once its
+    stream is over (VS Code re-triggers to fetch the rest of a streamed suggestion; sidecar.el
+    asks for the rest): it gets that suggestion, whatever the gate's bar. Before, the
+    re-request was judged as a suggestion shown anew (from a finished stream, on its text
+    alone), and one the bar now missed was taken back: VS Code kept that empty answer at the
+    place, a blank ghost text until the next key (seen in the VS Code benchmark once the
+    gate had learned four rejects: 16 of 20 pauses never showed the whole suggestion)."""
+    env = sidecar_env(
+        tmp_path,
+        SILICONFLOW_API_KEY="sk-g",  # no log-probabilities: a fresh stream is shown unjudged
+        SIDECAR_BASE_URL=sim.base_url,
+        SIDECAR_PREFETCH="false",
+        SIDECAR_CACHE="false",
+        SIDECAR_GATE="true",
+        SIDECAR_GATE_THRESHOLD="0.99",  # any suggestion judged on its text is held back
+    )
+    async with sidecar(env) as client:
+        open_doc(client, URI, TEXT)
+        first = await ask(client, *BLANKS[0])
+        assert first is not None and first.items[0].insert_text == "total = sum(xs)"
+        await asyncio.sleep(0.2)  # the stream is over: asked again, it is shown again from it
+        again = await asyncio.wait_for(
+            client.text_document_inline_completion_async(inline_params(URI, *BLANKS[0], invoked=True)), 20
+        )
+        gate = (await cmd(client, "sidecar.stats"))["gate"]
+    assert again is not None and again.items and again.items[0].insert_text == "total = sum(xs)", gate
+    assert gate["reshown"] == 1 and gate["held_back"] == 0, gate
+
+
 async def test_token_logprobs_reach_the_gate_over_http(tmp_path, sim):
     """An OpenAI-compatible backend is asked for ``logprobs`` while the gate is on; when
     the model's unsure suggestions are passed over and its sure ones taken, an unsure
