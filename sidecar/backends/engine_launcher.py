@@ -24,6 +24,10 @@ one-token warm-up passes). ``SIDECAR_ENGINE_FAULT=slow_prompt`` adds 1 s to ever
 evaluation of more than one token, as a long prompt on a busy CPU does. They exist for
 tests of the demo, doctor, restart policy and deadlines.
 
+Threads (:mod:`sidecar.backends.engine_threads`): each evaluation runs with as many
+threads as other programs leave CPUs free, at most what the engine started with, since a
+llama.cpp thread that another program preempts stalls every graph step.
+
 Token log-probabilities without ``logits_all`` (:func:`install_logprobs`): the managed
 engine runs with ``logits_all`` off (a n_ctx x vocabulary logits buffer otherwise; what it
 costs is in docs/architecture.md, "Local code models"), and llama-cpp-python then refuses
@@ -45,6 +49,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from sidecar.backends.engine_threads import install_thread_governor
 from sidecar.models.llama_safety import disable_extra_buffer_types
 
 if TYPE_CHECKING:
@@ -154,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     """Start llama-cpp-python's server with ``argv`` (its own command-line options)."""
     disable_extra_buffer_types()
     install_logprobs()
+    install_thread_governor()
     install_fault(os.environ.get(FAULT_ENV, ""))
     import llama_cpp
 

@@ -184,7 +184,7 @@ class Settings:
         range=(1, 512),
         backend=True,
         default_doc="auto",
-        doc="decode threads of the managed engine (auto: all CPUs up to 4, else half)",
+        doc="decode threads of the managed engine at most (auto: all CPUs up to 4, else half); fewer while other programs keep CPUs busy",
     )
     # ----------------------------------------------------------- scheduling
     scheduling: str = setting(

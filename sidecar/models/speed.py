@@ -21,9 +21,10 @@ this package) and times them:
   smallest window ``target_ttft_ms`` chooses) plus a first line of ``FIRST_LINE_TOKENS``
   (10) generated, in ms;
 - ``load_s``: the model's load time, s;
-- ``others_cpus``: how many CPUs other programs kept busy, on average, during the timed
-  pass that was kept (from ``/proc/stat`` less this process's own CPU time; 0.0 where
-  ``/proc/stat`` cannot be read). A measurement while something else runs (a compile, an
+- ``others_cpus``: how many CPUs other programs at normal priority kept busy, on average,
+  during the timed pass that was kept (:class:`.cpu_load.CpuMeter`: ``/proc/stat`` less
+  this process's own CPU time, niced programs left out; 0.0 where ``/proc/stat`` cannot be
+  read). A measurement while something else runs (a compile, an
   indexer, a second model) reads slow, and ``auto`` would then keep the smaller model
   for good. So after one untimed warm-up pass (it pages the weights in) the child times
   up to ``MAX_PASSES`` (3) passes and stops at the first where ``others_cpus`` is under
@@ -56,6 +57,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .cpu_load import CpuMeter
 
 if TYPE_CHECKING:
     from llama_cpp.llama_speculative import LlamaDraftModel
@@ -278,53 +281,6 @@ def _code_tokens(llm, n: int) -> list[int]:
         if len(toks) >= n:
             return toks[:n]
     return llm.tokenize(text.encode("utf-8"), add_bos=False)[:n]
-
-
-class CpuMeter:
-    """Other programs' CPU use over an interval: the machine's busy time (``/proc/stat``,
-    steal included: a hypervisor giving the CPU to another guest) less this process's own
-    CPU time (``os.times``, all its threads), over the wall time. ``start()`` then
-    ``others_cpus()``, in CPUs (1.0: one CPU kept busy the whole time); 0.0 where
-    ``/proc/stat`` cannot be read (not Linux)."""
-
-    def __init__(self, stat_path: str = "/proc/stat") -> None:
-        self._stat_path = stat_path
-        self._t0 = 0.0
-        self._busy0: float | None = None
-        self._own0 = 0.0
-
-    def _busy_s(self) -> float | None:
-        try:
-            with open(self._stat_path, encoding="ascii") as f:
-                fields = f.readline().split()
-        except OSError:
-            return None
-        if len(fields) < 9 or fields[0] != "cpu":
-            return None
-        try:
-            # user nice system idle iowait irq softirq steal (guest time is inside user)
-            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-        except ValueError:
-            return None
-        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _own_s() -> float:
-        t = os.times()
-        return t.user + t.system
-
-    def start(self) -> None:
-        self._t0 = time.perf_counter()
-        self._busy0 = self._busy_s()
-        self._own0 = self._own_s()
-
-    def others_cpus(self) -> float:
-        busy = self._busy_s()
-        wall = time.perf_counter() - self._t0
-        if busy is None or self._busy0 is None or wall <= 0:
-            return 0.0
-        others = (busy - self._busy0) - (self._own_s() - self._own0)
-        return round(max(0.0, others / wall), 2)
 
 
 def _timed_pass(llm, prompt: list[int]) -> tuple[float, float]:

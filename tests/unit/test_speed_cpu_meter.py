@@ -1,5 +1,5 @@
-"""Other programs' CPU use during a speed measurement (sidecar/models/speed.py,
-``CpuMeter``): read from the real ``/proc/stat`` while a real busy process runs, and from
+"""Other programs' CPU use during a speed measurement and for the engine's thread governor
+(sidecar/models/cpu_load.py, ``CpuMeter``): read from the real ``/proc/stat`` while a real busy process runs, and from
 real files for the edge cases."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.models.speed import CONTENDED_CPUS, CpuMeter
+from sidecar.models.cpu_load import CpuMeter
+from sidecar.models.speed import CONTENDED_CPUS
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux's /proc/stat")
 
@@ -65,3 +66,22 @@ def test_busy_time_from_a_real_stat_file(tmp_path):
     expected = 200 / os.sysconf("SC_CLK_TCK")
     others = meter.others_cpus()
     assert others > 0 and others <= expected / 0.2 + 0.1
+
+
+def test_niced_programs_are_not_counted(tmp_path):
+    """A ``nice -n 19`` compile barely slows the engine (docs/engines.md, "Threads under
+    load"): its time (the ``nice`` column) is not load; the same ticks as user time are."""
+    import os
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 1000 5 0 0 0 0 0\n", encoding="ascii")
+    meter = CpuMeter(str(stat))
+    meter.start()
+    stat.write_text("cpu  100 400 50 1000 5 0 0 0 0 0\n", encoding="ascii")
+    time.sleep(0.2)
+    assert meter.others_cpus() == 0.0
+    stat.write_text("cpu  100 0 50 1000 5 0 0 0 0 0\n", encoding="ascii")
+    meter.start()
+    stat.write_text(f"cpu  100 0 50 1000 5 0 0 {os.sysconf('SC_CLK_TCK') // 5} 0 0\n", encoding="ascii")
+    time.sleep(0.2)
+    assert meter.others_cpus() > 0.5  # steal: the host ran another guest on our CPU
