@@ -42,6 +42,9 @@ class CompletionContext:
     #: workspace index is sure of them (``crossfile/candidates.py``, ``member_names``):
     #: a llama.cpp engine is then made to start with one of them (``healing/plan.py``).
     members: tuple[str, ...] = ()
+    #: The content-exclusion rule covering this document ("" when none,
+    #: ``crossfile/exclusion.py``): no cloud backend is asked to complete in it.
+    private: str = ""
 
     @property
     def mid_line(self) -> bool:

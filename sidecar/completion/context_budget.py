@@ -182,10 +182,14 @@ class ContextBudget:
 
     def add_crossfile(self, ctx: CompletionContext, uri: str, cursor_line: int) -> CompletionContext:
         """``ctx`` with snippets of the other open documents (``crossfile/``) for a
-        request in ``uri`` at 0-based ``cursor_line``, under ``crossfile_tokens``."""
+        request in ``uri`` at 0-based ``cursor_line``, under ``crossfile_tokens``, and
+        marked ``private`` when a content-exclusion rule covers ``uri``."""
         cf = self.crossfile
         if cf is None:
             return ctx
+        rule = cf.excluded(uri)
+        if rule:
+            ctx = dataclasses.replace(ctx, private=rule)
         limit = crossfile.budget(self._settings().crossfile_tokens, is_local(self._target().provider))
         if self.load.busy():
             return ctx  # a busy shared engine gets no other files' snippets (load.py)

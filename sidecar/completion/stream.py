@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from ..backends.base import StreamInfo, UpstreamRequest
 from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
+from ..observability.redact import redact
+from ..providers import is_local
 from . import healing
 from .context import CompletionContext
 from .dialects import dialect_for
@@ -76,6 +79,19 @@ class StreamRunner:
     def reset(self) -> None:
         """New settings: refused strategies may work with the new backend."""
         self._rejected.clear()
+
+    def _redacted(self, ctx: CompletionContext) -> CompletionContext:
+        """``ctx`` with every other file's snippet passed through the redaction step
+        (``observability/redact.py``: keys, tokens, passwords, private-key blocks), for a
+        cloud backend; counts ``privacy.redacted_snippets`` when one changed."""
+        if not ctx.snippets:
+            return ctx
+        clean = tuple(dataclasses.replace(s, text=_redact_snippet(s.text)) for s in ctx.snippets)
+        changed = sum(a.text != b.text for a, b in zip(clean, ctx.snippets, strict=True))
+        if not changed:
+            return ctx
+        self.deps.metrics.count("privacy.redacted_snippets", changed)
+        return dataclasses.replace(ctx, snippets=clean)
 
     def cold(self, target: Backend) -> bool:
         """No stream event from ``target`` since it started or came back."""
@@ -132,6 +148,14 @@ class StreamRunner:
         model = target.model
         rejected = self._rejected.setdefault(model, set())
         out = StreamRecord(info=StreamInfo())
+        if not is_local(target.provider):
+            if ctx.private:
+                # Content exclusion (crossfile/exclusion.py): nothing of this file goes
+                # to a cloud; the answer is empty.
+                svc.metrics.count("privacy.cloud_refused")
+                _note_private(ctx.private)
+                return out
+            ctx = self._redacted(ctx)
         if target.engine is not None and not target.ready:
             # A managed engine still starting runs its warm-up on this request's prompt,
             # which it then has in its KV cache (ManagedEngine.wait_ready).
@@ -262,3 +286,20 @@ class StreamRunner:
             context_budget=svc.context_budget,
         )
         return out
+
+
+@functools.lru_cache(maxsize=256)
+def _redact_snippet(text: str) -> str:
+    """:func:`redact` of a snippet's text, remembered: the same snippets come with every
+    keystroke while the cursor stays in one block (``crossfile/select.py``)."""
+    return redact(text)
+
+
+_noted_private: set[str] = set()
+
+
+def _note_private(rule: str) -> None:
+    """Log once per rule that a file it covers gets no cloud completion."""
+    if rule not in _noted_private and len(_noted_private) < 1000:
+        _noted_private.add(rule)
+        log.info("content exclusion: no completion from the cloud backend in a file under %s", rule)

@@ -45,7 +45,9 @@ def _values(name: str) -> str:
         return f"{lo:g} to {hi:g}" if typ is float else f"{_number(lo)} to {_number(hi)}"
     if spec.url:
         return "URL"
-    return {bool: "true, false", tuple: "header table", int: "integer", float: "number"}.get(typ, "text")
+    return {bool: "true, false", tuple: "header table", list: "list of patterns", int: "integer", float: "number"}.get(
+        typ, "text"
+    )
 
 
 def _cell(text: str) -> str:

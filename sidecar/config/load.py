@@ -6,6 +6,7 @@ computed from the declaration in ``settings.py``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import tomllib
@@ -27,11 +28,14 @@ SPECS = {name: spec_of(f) for name, f in FIELDS.items()}
 
 def _value_type(hint: Any) -> tuple[type, bool]:
     """``(type, optional)`` of an annotation: ``int | None`` is ``(int, True)``,
-    ``tuple[tuple[str, str], ...]`` is ``(tuple, False)``."""
+    ``tuple[tuple[str, str], ...]`` is ``(tuple, False)``, ``tuple[str, ...]`` (a list of
+    strings) is ``(list, False)``."""
     args = typing.get_args(hint)
     optional = type(None) in args
     if optional:
         hint = next(a for a in args if a is not type(None))
+    if typing.get_origin(hint) is tuple and typing.get_args(hint) == (str, ...):
+        return list, optional  # a list of strings (patterns)
     return typing.get_origin(hint) or hint, optional
 
 
@@ -60,6 +64,26 @@ NO_CLOUD = (
 )
 
 
+def _coerce_strings(key: str, value: Any, source: str) -> tuple[str, ...]:
+    """A list of strings: a list, or a string holding a JSON array or comma-separated
+    items (an environment variable). Empty items are dropped. Raises ConfigError."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ConfigError(
+                    f"invalid setting '{key}' from {source}: expected a JSON array of strings such as "
+                    '["secrets/", "*.pem"]'
+                ) from None
+        else:
+            value = text.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"invalid setting '{key}' from {source}: expected a list of strings, got {value!r}")
+    return tuple(v.strip() for v in value if v.strip())
+
+
 def _coerce(key: str, value: Any, source: str) -> Any:
     """Convert ``value`` to the type of setting ``key``; raise ConfigError on failure."""
     typ, optional = TYPES[key]
@@ -71,6 +95,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 
     if typ is tuple:
         return coerce_headers(key, value, source)
+    if typ is list:
+        return _coerce_strings(key, value, source)
     if value is None or (optional and value == ""):
         if optional:
             return None

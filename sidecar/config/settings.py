@@ -126,6 +126,12 @@ class Settings:
         "prompt the definitions of names near the cursor, the outlines of the files the current file imports "
         "and the most similar code of other files, within `crossfile_tokens`; false uses open documents only",
     )
+    ignore_paths: tuple[str, ...] = setting(
+        (),
+        doc="files never indexed nor put in a prompt, and with a cloud backend never completed in: gitignore "
+        "patterns, beside the `.sidecarignore` files at each workspace folder's root and in the config file's "
+        'folder (TOML `["secrets/", "*.pem"]`; in the environment a JSON array or comma-separated)',
+    )
     # ----------------------------------------------------------- time and transport
     request_timeout_ms: int = setting(
         8000,

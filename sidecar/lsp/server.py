@@ -23,6 +23,7 @@ from pygls.lsp.server import LanguageServer
 from .. import __version__
 from ..backends.errors import USER_MUST_ACT, BackendError
 from ..completion.crossfile import CrossFileContext
+from ..completion.crossfile.exclusion import ContentExclusion
 from ..completion.crossfile.workspace import WorkspaceIndex
 from ..completion.service import CompletionService
 from ..config import ConfigError, Settings, build, config_file_path, normalize, refused_base_url, settle
@@ -68,7 +69,10 @@ class SidecarServer(LanguageServer):
         # Whether the client renders inline.NOTIFY_UPDATE (see ``client_renders_updates``).
         self.client_updates = False
         # The workspace index (completion/crossfile/workspace.py; its events: workspace_events.py).
-        self.index = WorkspaceIndex(busy=self._busy, open_text=self._open_path_text)
+        # Content exclusion (completion/crossfile/exclusion.py): .sidecarignore files and
+        # the ignore_paths setting; folders and patterns are applied by workspace_events.apply.
+        self.exclusion = ContentExclusion(config_file_path().parent)
+        self.index = WorkspaceIndex(busy=self._busy, open_text=self._open_path_text, excluded=self.exclusion.excluded)
         self.index_enabled = False  # the workspace_index setting, applied (workspace_events.apply)
         self.watch_registered = False
         # Other open documents' recent edits and definitions, and the workspace index's
@@ -78,6 +82,7 @@ class SidecarServer(LanguageServer):
             lambda: self.workspace.root_path,
             index=self.index,
             index_on=lambda: self.index_enabled,
+            excluded=self.exclusion.excluded,
         )
         self.exporter: object | None = None  # the Prometheus endpoint, when prometheus_port is set
         self.stats_task: asyncio.Task[None] | None = None  # write_stats_forever
@@ -206,6 +211,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
                     f"cannot serve Prometheus metrics on port {settings.prometheus_port}: {exc}",
                 )
         ls.stats_task = asyncio.ensure_future(write_stats_forever(ls))
+        ls.exclusion.set_patterns(settings.ignore_paths)
         workspace_events.apply(ls, settings.workspace_index)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -236,6 +242,7 @@ def create_server(base_layers: list[dict[str, Any]], startup_errors: list[str]) 
             ls.show(types.MessageType.Error, refused_base_url(msg, settings) or f"{msg} (kept the previous value)")
         if ls.service is not None:
             await ls.service.apply_settings(settings)
+        ls.exclusion.set_patterns(settings.ignore_paths)
         if settings.workspace_index != ls.index_enabled:
             workspace_events.apply(ls, settings.workspace_index)
 

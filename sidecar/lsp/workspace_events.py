@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
 
+from ..completion.crossfile.exclusion import IGNORE_FILE
 from ..completion.crossfile.languages import EXTENSIONS
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def folders_of(ls: SidecarServer) -> list[str]:
 def apply(ls: SidecarServer, enabled: bool) -> None:
     """Start (or keep) indexing the current folders when ``enabled``, else drop it all."""
     ls.index_enabled = enabled
+    ls.exclusion.set_folders(folders_of(ls))  # content exclusion holds with the index off too
     if not enabled:
         if ls.index.folders:
             ls.index.set_folders([])
@@ -101,9 +103,12 @@ def from_disk(ls: SidecarServer, uri: str) -> None:
 def watched(ls: SidecarServer, params: types.DidChangeWatchedFilesParams) -> None:
     """``workspace/didChangeWatchedFiles``: created and changed files are read again,
     deleted ones dropped."""
+    changes = getattr(params, "changes", None) or []
+    if any((getattr(ev, "uri", "") or "").endswith("/" + IGNORE_FILE) for ev in changes):
+        ls.exclusion.reload()
     if not ls.index_enabled:
         return
-    for ev in getattr(params, "changes", None) or []:
+    for ev in changes:
         path = path_of(getattr(ev, "uri", "") or "")
         if path is None:
             continue
@@ -128,7 +133,10 @@ def _register_watchers(ls: SidecarServer) -> None:
                 id=WATCH_ID,
                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(
-                    watchers=[types.FileSystemWatcher(glob_pattern=f"**/*.{{{exts}}}")]
+                    watchers=[
+                        types.FileSystemWatcher(glob_pattern=f"**/*.{{{exts}}}"),
+                        types.FileSystemWatcher(glob_pattern=f"**/{IGNORE_FILE}"),
+                    ]
                 ),
             )
         ]
@@ -157,8 +165,7 @@ def register(server: Any) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def on_folders(ls: SidecarServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
-        if ls.index_enabled:
-            apply(ls, True)  # pygls has updated ls.workspace.folders already
+        apply(ls, ls.index_enabled)  # pygls has updated ls.workspace.folders already
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def on_open(ls: SidecarServer, params: types.DidOpenTextDocumentParams) -> None:

@@ -10,8 +10,9 @@ a last net every frame written to stdout) passes through :func:`redact`. It remo
   header value, a ``Bearer <token>``, well-known key prefixes (``sk-...``, ``ghp_...``,
   ``hf_...``, ``AKIA...``, ``xox?-...``), the value of a secret-named field
   (``api_key=...``, ``"api_key": "..."``, ``X-Api-Key: ...``, ``password=...``,
-  ``client_secret=...``), and a long random-looking string after the words key, token
-  or secret.
+  ``client_secret=...``), a long random-looking string after the words key, token
+  or secret, the password in a URL (``scheme://user:password@host``), and a PEM private-key block (``-----BEGIN ... PRIVATE KEY-----`` to its
+  ``END`` line, or to the end of a text cut short inside it).
 
 Being reasonable about ordinary words: shaped matches need a token-like value (long
 enough and, unless very long, with digits), so ``Bearer authentication``, ``sort
@@ -111,6 +112,11 @@ _SECRET_FIELD = re.compile(
     r"""|refresh[_\-]?token|id[_\-]?token|session[_\-]?token|client[_\-]?secret|secret|password|passwd|token)"""
     r"""["']?\s*[:=]\s*)(?:(["'])((?:[^"'\\\r\n]|\\.)*)\2|([^\s"',;&<>(){}\[\]\\]+))"""
 )
+# A PEM private-key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted), whole; one cut
+# short (a snippet that ends inside it) to the end of the text.
+_PRIVATE_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.S)
+# The password of a URL's user info (``postgres://user:password@host``).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]+:)([^\s/@'\"]+)(@)")
 # The words key / token / secret followed (after a colon, equals sign or space) by a
 # long random-looking string.
 _KEYWORD_VALUE = re.compile(
@@ -181,6 +187,8 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
             text = text.replace(s, MASK)
     for s in sorted((e for e in extra if isinstance(e, str) and len(e.strip()) >= 4), key=len, reverse=True):
         text = text.replace(s.strip(), MASK)
+    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
     text = _AUTH_HEADER.sub(_sub_auth, text)
     text = _BEARER.sub(_sub_bearer, text)
     text = _PREFIXED.sub(_sub_prefixed, text)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 
 KEY = "sk-doctor-test-KEY"
 CLOUD_CHECKS = ("config", "network", "key", "fim", "ttft")
-ALL_CHECKS = {"config", "network", "key", "fim", "ttft", "local_engine", "gpu", "engine", "cache"}
+ALL_CHECKS = {"config", "exclusion", "network", "key", "fim", "ttft", "local_engine", "gpu", "engine", "cache"}
 FIM_REFUSED = {"code": 20015, "message": "The parameter is invalid: suffix", "data": None}
 
 
@@ -144,6 +144,22 @@ async def test_json_shape(tmp_path, sim):
     assert checks["key"]["data"]["model_listed"] is True
     assert checks["fim"]["data"]["strategy"] == "suffix"
     assert 0 < checks["ttft"]["data"]["ttft_ms"] < 1500
+
+
+async def test_content_exclusion_rules_are_listed(tmp_path, sim):
+    """The rules in force: the user's ``.sidecarignore`` (beside the config file) and the
+    ``ignore_paths`` setting, each with its patterns; an invalid line is left out."""
+    env = cloud_env(tmp_path, sim, SIDECAR_IGNORE_PATHS="*.pem,private/")
+    (Path(env["SIDECAR_CONFIG"]).parent / ".sidecarignore").write_text("secrets/\nbad\\\n")
+    code, out = await run_doctor(env)
+    assert code == 0, out
+    line = row(out, "content exclusion")
+    assert line.startswith("INFO"), line
+    assert ".sidecarignore: 1 rule (secrets/)" in line, line
+    assert "setting ignore_paths: 2 rules (*.pem, private/)" in line, line
+    assert "no completion is requested from the cloud" in line, line
+    code, out = await run_doctor(cloud_env(tmp_path / "other", sim))
+    assert "no rules" in row(out, "content exclusion"), out
 
 
 async def test_bad_key_fails(tmp_path, sim):

@@ -84,7 +84,9 @@ class CrossFileContext:
     ``documents()`` returns the open documents, ``{uri: document}``, each with
     ``source`` and ``language_id`` (pygls' workspace ``text_documents``);
     ``root()`` returns the workspace root path (or None); ``index`` is the workspace
-    index (``workspace.py``), used while ``index_on()`` says so.
+    index (``workspace.py``), used while ``index_on()`` says so. ``excluded(path)``
+    names the content-exclusion rule that covers an absolute file path (``exclusion.py``):
+    no snippet of such a file is ever chosen.
     """
 
     MAX_STATES = 16
@@ -95,8 +97,10 @@ class CrossFileContext:
         root: Callable[[], str | None] = lambda: None,
         index: WorkspaceIndex | None = None,
         index_on: Callable[[], bool] = lambda: True,
+        excluded: Callable[[str], str | None] = lambda path: None,
     ) -> None:
         self._documents = documents
+        self._excluded = excluded
         self._root = root
         self.index = index
         self._index_on = index_on
@@ -118,6 +122,15 @@ class CrossFileContext:
         self._states.pop(uri, None)
         if self.focus == uri:
             self.focus = None
+
+    # ----------------------------------------------------------- exclusion
+    def excluded(self, name: str) -> str | None:
+        """The content-exclusion rule covering ``name`` (a ``file:`` URI or an absolute
+        path), or None; other URI schemes are matched by their path."""
+        if "://" in name:
+            parsed = urlparse(name)
+            name = unquote(parsed.path)
+        return self._excluded(name) if name else None
 
     # ----------------------------------------------------------- naming
     def path_of(self, uri: str) -> str:
@@ -242,7 +255,7 @@ class CrossFileContext:
         out = []
         docs = self._documents()
         for u in sorted(docs):
-            if u == uri:
+            if u == uri or self.excluded(u):
                 continue
             doc = docs[u]
             try:
@@ -318,6 +331,8 @@ class CrossFileContext:
         for kind, key, name, nums, all_lines in candidates:
             if len(chosen) >= MAX_SNIPPETS or budget - used < MIN_SNIPPET_TOKENS:
                 break
+            if self.excluded(name):
+                continue  # a rule added after the file was indexed or opened
             nums = [n for n in nums if 0 <= n < len(all_lines)]
             have = taken.get(key, set())
             if kind == "outline":

@@ -148,11 +148,14 @@ def walk(
     roots: tuple[str, ...] = (),
     on_skip: Callable[[str, str], None] = lambda path, why: None,
     limit: int = MAX_FILES,
+    excluded: Callable[[str], str | None] = lambda path: None,
 ) -> Iterator[str]:
     """The files under ``folder`` to index (absolute paths, folders in name order,
     breadth first so that shallow files come first). ``roots`` are all workspace folders
     (a symlinked file is followed only into one of them). ``on_skip(path, why)`` hears of
-    each unreadable folder and skipped file. Stops after ``limit`` files."""
+    each unreadable folder and skipped file. ``excluded(path)`` names the content-exclusion
+    rule that keeps a file out (``exclusion.py``; such a file is never opened). Stops
+    after ``limit`` files."""
     folder = os.path.abspath(folder)
     roots = tuple(os.path.realpath(r) for r in (roots or (folder,)))
     base_specs: list[tuple[str, object]] = []
@@ -201,7 +204,8 @@ def walk(
                     continue
                 if specs and _ignored(specs, entry.path, False):
                     continue
-                why = skip_reason(entry.path, entry.stat().st_size)
+                rule = excluded(entry.path)
+                why = f"excluded: {rule}" if rule else skip_reason(entry.path, entry.stat().st_size)
             except OSError as exc:
                 why = f"unreadable: {exc.strerror or exc}"
             if why is not None:

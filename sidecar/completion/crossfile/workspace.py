@@ -79,8 +79,10 @@ class WorkspaceIndex:
         self,
         busy: Callable[[], bool] = lambda: False,
         open_text: Callable[[str], str | None] = lambda path: None,
+        excluded: Callable[[str], str | None] = lambda path: None,
     ) -> None:
         self._busy = busy
+        self._excluded = excluded
         self._open_text = open_text
         self._lock = threading.Condition(threading.RLock())
         self._folders: list[str] = []
@@ -393,7 +395,7 @@ class WorkspaceIndex:
 
         if not os.path.isdir(folder):
             log.warning("workspace index: the folder %s cannot be read; skipped", folder)
-        for path in walk(folder, roots, lambda p, why: self._skip(p, why), max(room, 0)):
+        for path in walk(folder, roots, lambda p, why: self._skip(p, why), max(room, 0), self._excluded):
             batch.append(path)
             if len(batch) >= 256:
                 flush()
@@ -418,7 +420,13 @@ class WorkspaceIndex:
 
     def _index_file(self, path: str, wanted: bool = False, text: str | None = None) -> bool:
         """Parse ``path`` (``text``: an open document's) into the index; whether its
-        entry changed."""
+        entry changed. A file a content-exclusion rule covers is never read, and leaves
+        the index if it was in it."""
+        rule = self._excluded(path)
+        if rule:
+            self._skip(path, f"excluded: {rule}")
+            with self._lock:
+                return self._forget(path)
         if text is None:
             got = self._read(path)
             if got is None:

@@ -18,7 +18,7 @@ all. The other checks run on the rest. See docs/architecture.md (``config/``,
 from __future__ import annotations
 
 from ... import config
-from .base import FAIL, OK, WARN, _CheckMixin
+from .base import FAIL, INFO, OK, WARN, _CheckMixin
 
 
 class ConfigCheck(_CheckMixin):
@@ -83,6 +83,34 @@ class ConfigCheck(_CheckMixin):
             )
             return
         self.add("config", "configuration", OK, value, "", data)
+
+    def check_exclusion(self) -> None:
+        """INFO: the content-exclusion rules in force for the current folder (taken as
+        the workspace folder), the user's ``.sidecarignore`` and ``ignore_paths``
+        (``completion/crossfile/exclusion.py``)."""
+        import os
+
+        from ...completion.crossfile.exclusion import IGNORE_FILE, ContentExclusion
+
+        s = self.settings
+        config_dir = config.config_file_path().parent
+        rules = ContentExclusion(config_dir, s.ignore_paths if s is not None else ())
+        folder = os.getcwd()
+        rules.set_folders([folder])
+        lines = rules.describe()
+        cloud = s is not None and s.cloud_provider is not None
+        if lines:
+            value = "; ".join(lines) + (
+                ". Those files are never indexed nor put in a prompt"
+                + (", and no completion is requested from the cloud in them" if cloud else "")
+            )
+        else:
+            value = (
+                f"no rules: files to keep out of prompts (and, with a cloud backend, out of every request) go in "
+                f"{os.path.join(folder, IGNORE_FILE)}, {config_dir / IGNORE_FILE} or the ignore_paths setting "
+                f"(gitignore syntax)"
+            )
+        self.add("exclusion", "content exclusion", INFO, value, "", {"rules": lines, "folder": folder})
 
     def check_ignored(self) -> None:
         ignored = getattr(self, "ignored", [])

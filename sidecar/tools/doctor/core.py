@@ -76,6 +76,7 @@ class Doctor(
     async def run(self) -> list[Check]:
         self.check_config()
         self.check_ignored()
+        self.check_exclusion()
         s = self.settings
         if s is None:
             for key, title in (
