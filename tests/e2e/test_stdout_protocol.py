@@ -63,7 +63,15 @@ def test_stdout_is_only_lsp_frames(tmp_path):
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"processId": None, "rootUri": None, "capabilities": {}},
+            # The first request waits for the engine's cold start; on a busy machine that
+            # can outlast the default 8 s deadline, where the answer is rightly null (seen
+            # once under load). This test reads the answer's text: a deadline it never meets.
+            "params": {
+                "processId": None,
+                "rootUri": None,
+                "capabilities": {},
+                "initializationOptions": {"requestTimeoutMs": 120000},
+            },
         },
         {"jsonrpc": "2.0", "method": "initialized", "params": {}},
         {
@@ -156,15 +164,7 @@ def _start_and_get_engine_pid(tmp_path):
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "initialize",
-                # The first request waits for the engine's cold start; on a busy machine that
-                # can outlast the default 8 s deadline, where the answer is rightly null (seen
-                # once under load). This test reads the answer's text: a deadline it never meets.
-                "params": {
-                    "processId": None,
-                    "rootUri": None,
-                    "capabilities": {},
-                    "initializationOptions": {"requestTimeoutMs": 120000},
-                },
+                "params": {"processId": None, "rootUri": None, "capabilities": {}},
             }
         )
     )
