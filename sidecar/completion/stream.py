@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.base import StreamInfo, UpstreamRequest
 from ..backends.errors import CONNECTION, ENGINE, FIM_UNSUPPORTED, OVERLOADED, RATE_LIMITED, BackendError
-from ..observability.redact import redact
+from ..observability.redact import redact_code
 from ..providers import is_local
 from . import healing
 from .context import CompletionContext
@@ -290,9 +290,9 @@ class StreamRunner:
 
 @functools.lru_cache(maxsize=256)
 def _redact_snippet(text: str) -> str:
-    """:func:`redact` of a snippet's text, remembered: the same snippets come with every
+    """:func:`redact_code` of a snippet's text, remembered: the same snippets come with every
     keystroke while the cursor stays in one block (``crossfile/select.py``)."""
-    return redact(text)
+    return redact_code(text)
 
 
 _noted_private: set[str] = set()

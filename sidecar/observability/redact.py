@@ -98,11 +98,17 @@ _BEARER = re.compile(rf"(?i)(\bbearer\s+)([{_TOKEN_CHARS}]+)")
 _PREFIXED = re.compile(
     r"(?<![A-Za-z0-9_\-])("
     r"sk-[A-Za-z0-9_\-]{12,}"
+    r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{12,}"  # Stripe secret and restricted keys
     r"|(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
+    r"|npm_[A-Za-z0-9]{30,}"
     r"|hf_[A-Za-z0-9]{20,}"
     r"|xox[abprs]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access keys, long-term and temporary
     r"|AIza[0-9A-Za-z_\-]{30,}"
+    r"|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"  # SendGrid
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # a JSON Web Token
+    r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
     r")"
 )
 # A field whose name says it holds a secret, and its value (quoted or not).
@@ -116,7 +122,7 @@ _SECRET_FIELD = re.compile(
 # short (a snippet that ends inside it) to the end of the text.
 _PRIVATE_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.S)
 # The password of a URL's user info (``postgres://user:password@host``).
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]+:)([^\s/@'\"]+)(@)")
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)([^\s/'\"]+)(@[^\s@/'\"]+)")
 # The words key / token / secret followed (after a colon, equals sign or space) by a
 # long random-looking string.
 _KEYWORD_VALUE = re.compile(
@@ -194,6 +200,105 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     text = _PREFIXED.sub(_sub_prefixed, text)
     text = _SECRET_FIELD.sub(_sub_field, text)
     text = _KEYWORD_VALUE.sub(_sub_keyword, text)
+    return text
+
+
+# ------------------------------------------------------------------ source code
+# Names that say a value is a credential, in code (``API_KEY``, ``self.client_secret``,
+# ``"password":``, ``signing_key=``). Strong names mask any literal; weak ones (``key``,
+# ``token``, ``pass``) only one that looks random.
+_STRONG = (
+    r"api[_\-]?key|apikey|api[_\-]?secret|access[_\-]?key|secret[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
+    r"|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|access[_\-]?token|auth[_\-]?token"
+    r"|refresh[_\-]?token|id[_\-]?token|session[_\-]?token|bearer[_\-]?token|client[_\-]?secret|webhook[_\-]?secret"
+    r"|secret|password|passwd|passphrase|pwd|credentials?"
+)
+_WEAK = r"key|token|pass"
+# name (word characters around it), an assignment or key-value separator, a quoted literal.
+_CODE_FIELD = re.compile(
+    rf"""(?i)(?<![A-Za-z0-9])([A-Za-z0-9_]*?(?:({_STRONG})|{_WEAK})[A-Za-z0-9_]*["']?\s*(?::=|=>|[:=])\s*[rbuf]?)"""
+    r"""(["'])((?:[^"'\\\r\n]|\\.){4,})\3"""
+)
+# A setter or call named after a credential, with a literal: ``setPassword("...")``.
+_CODE_CALL = re.compile(
+    rf"""(?i)(\b[A-Za-z0-9_]*(?:{_STRONG})[A-Za-z0-9_]*\s*\(\s*)(["'])((?:[^"'\\\r\n]|\\.){{4,}})\2"""
+)
+# An environment lookup with a literal default: ``getenv("API_KEY", "...")``.
+_ENV_DEFAULT = re.compile(
+    r"""((?:getenv|get|fetch|env)\s*\(\s*["'][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS)[A-Za-z0-9_]*["']\s*,\s*)"""
+    r"""(["'])((?:[^"'\\\r\n]|\\.){4,})\2"""
+)
+# A shell or .env line: ``export DB_PASSWORD=hunter2``.
+_ENV_LINE = re.compile(
+    r"(?m)^(\s*(?:export\s+)?[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS)[A-Z0-9_]*=)([^\s$'\"(][^\s]*)"
+)
+# Secrets inside connection strings and URLs: ``...;AccountKey=...;``, ``?sig=...``.
+_CONN_PART = re.compile(
+    r"(?i)([;\"']\s*(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)\s*=\s*|[?&]sig=)([^;\"'&\s]+)"
+)
+# ``Bearer``/``Basic`` with a literal credential, ``curl -u user:pass``.
+_AUTH_LITERAL = re.compile(rf"(\b(?:Bearer|Basic|Token)\s+)([{_TOKEN_CHARS}]{{12,}})")
+_CURL_USER = re.compile(r"""((?:\s-u|--user)\s+["']?[^:\s"']+:)([^\s"']+)""")
+
+
+#: A dotted name (``sidecar.apiKey``, ``os.environ``): a setting's or command's name, not a credential.
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _sub_code_field(m: re.Match[str]) -> str:
+    value = m.group(4)
+    strong = m.group(2) is not None
+    if (
+        value.lower() in _PLACEHOLDERS
+        or value.startswith(("${", "{", "%(", "<"))
+        or value.strip("*") == ""
+        or _DOTTED.match(value)
+    ):
+        return m.group(0)
+    if not strong and (" " in value or not _random_looking(value, min_len=12)):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(3)}{MASK}{m.group(3)}"
+
+
+def _sub_literal(m: re.Match[str]) -> str:
+    value = m.group(3)
+    if value.lower() in _PLACEHOLDERS or value.startswith(("${", "{", "%(", "<")):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{MASK}{m.group(2)}"
+
+
+def redact_code(text: str) -> str:
+    """A snippet of source code without credentials, for a prompt that leaves the machine
+    (``completion/stream.py``, cloud backends). Unlike :func:`redact` (made for logs) it
+    leaves code alone: it masks *literals* only, so ``secret = hashlib.sha256(x)``,
+    ``f"Bearer {token}"`` or ``tokens = tokenize(line)`` reach the model as written.
+
+    Masked, each replaced by ``***``: the registered values; PEM private-key blocks;
+    well-known key shapes (OpenAI/Stripe/GitHub/GitLab/npm/Hugging Face/Slack/AWS/Google/
+    SendGrid keys, JSON Web Tokens, Slack webhook URLs); a URL's password; a quoted literal
+    assigned to a credential name (``password = "..."``, ``"api_key": "..."``,
+    ``client_secret="..."``; ``key``/``token``/``pass`` only when the literal looks random);
+    a literal passed to a credential-named call (``setPassword("...")``) or given as an
+    environment lookup's default (``getenv("API_KEY", "...")``); ``NAME_TOKEN=value`` lines
+    of shell and ``.env`` files; connection-string parts (``AccountKey=``, ``Password=``,
+    ``sig=``); ``Bearer``/``Basic`` followed by a literal credential; ``curl -u user:pass``."""
+    if not text:
+        return text
+    for s in _secrets:
+        if s in text:
+            text = text.replace(s, MASK)
+    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _PREFIXED.sub(_sub_prefixed, text)
+    text = _CODE_FIELD.sub(_sub_code_field, text)
+    text = _CODE_CALL.sub(_sub_literal, text)
+    text = _ENV_DEFAULT.sub(_sub_literal, text)
+    text = _ENV_LINE.sub(lambda m: m.group(1) + MASK, text)
+    text = _CONN_PART.sub(lambda m: m.group(1) + MASK, text)
+    text = _AUTH_LITERAL.sub(
+        lambda m: m.group(1) + MASK if _random_looking(m.group(2), min_len=12) else m.group(0), text
+    )
+    text = _CURL_USER.sub(lambda m: m.group(1) + MASK, text)
     return text
 
 

@@ -148,18 +148,18 @@ async def test_json_shape(tmp_path, sim):
 
 async def test_content_exclusion_rules_are_listed(tmp_path, sim):
     """The rules in force: the user's ``.sidecarignore`` (beside the config file) and the
-    ``ignore_paths`` setting, each with its patterns; an invalid line is left out."""
+    ``ignore_paths`` setting, each with its patterns; an invalid line is named (WARN)."""
     env = cloud_env(tmp_path, sim, SIDECAR_IGNORE_PATHS="*.pem,private/")
     (Path(env["SIDECAR_CONFIG"]).parent / ".sidecarignore").write_text("secrets/\nbad\\\n")
     code, out = await run_doctor(env)
     assert code == 0, out
     line = row(out, "content exclusion")
-    assert line.startswith("INFO"), line
-    assert ".sidecarignore: 1 rule (secrets/)" in line, line
+    assert line.startswith("WARN"), line  # the invalid line is named
+    assert ".sidecarignore: 1 rule (secrets/); 1 invalid line skipped (2)" in line, line
     assert "setting ignore_paths: 2 rules (*.pem, private/)" in line, line
     assert "no completion is requested from the cloud" in line, line
     code, out = await run_doctor(cloud_env(tmp_path / "other", sim))
-    assert "no rules" in row(out, "content exclusion"), out
+    assert row(out, "content exclusion").startswith("INFO") and "no rules" in row(out, "content exclusion"), out
 
 
 async def test_bad_key_fails(tmp_path, sim):

@@ -12,7 +12,7 @@ from sidecar.completion.crossfile import exclusion
 from sidecar.completion.crossfile.exclusion import ContentExclusion, compile_rules
 
 
-def test_rules_from_each_source_and_the_folder_decides_last(tmp_path):
+def test_rules_from_each_source_and_none_takes_back_another_s(tmp_path):
     ws = tmp_path / "ws"
     conf = tmp_path / "conf"
     ws.mkdir()
@@ -26,7 +26,9 @@ def test_rules_from_each_source_and_the_folder_decides_last(tmp_path):
     assert ex.excluded(str(ws / "config" / "prod.py")) is not None
     assert ex.excluded(str(ws / "sub" / "config" / "prod.py")) is None  # anchored at the folder
     assert ex.excluded(str(ws / "server.pem")) == f"{conf / '.sidecarignore'}:1: *.pem"
-    assert ex.excluded(str(ws / "public.pem")) is None  # the folder's ! takes it back
+    # The folder's ! cannot take back what the user's rules exclude (a repository's file
+    # must not switch them off) ...
+    assert ex.excluded(str(ws / "public.pem")) == f"{conf / '.sidecarignore'}:1: *.pem"
     assert ex.excluded(str(ws / "pkg" / "private_keys.py")) == "setting ignore_paths:1: private_*.py"
     assert ex.excluded(str(ws / "pkg" / "main.py")) is None
     # Outside every folder: the user's rules and the setting still hold, unanchored.
@@ -67,3 +69,78 @@ def test_no_rules_and_unreadable_files_exclude_nothing(tmp_path):
     assert ex.excluded(str(tmp_path / "nowhere" / "x.py")) is None
     assert ex.excluded("") is None
     assert ex.describe() == []
+
+
+def test_negation_works_within_one_file(tmp_path):
+    (tmp_path / ".sidecarignore").write_text("secrets/*\n!secrets/public.py\n")
+    ex = ContentExclusion(None)
+    ex.set_folders([str(tmp_path)])
+    assert ex.excluded(str(tmp_path / "secrets" / "keys.py"))
+    assert ex.excluded(str(tmp_path / "secrets" / "public.py")) is None
+
+
+def test_links_and_nested_folders_do_not_get_round_the_rules(tmp_path):
+    real = tmp_path / "real"
+    (real / "secrets").mkdir(parents=True)
+    (real / "pkg").mkdir()
+    (real / ".sidecarignore").write_text("secrets/\npkg/vault.py\n")
+    (real / "secrets" / "vault.py").write_text("x = 1\n")
+    (real / "pkg" / "alias.py").symlink_to(real / "secrets" / "vault.py")
+    (tmp_path / "link").symlink_to(real)
+    # The folder opened by its link, the file named by its real path, and the reverse.
+    ex = ContentExclusion(None)
+    ex.set_folders([str(tmp_path / "link")])
+    assert ex.excluded(str(real / "pkg" / "vault.py"))
+    ex.set_folders([str(real)])
+    assert ex.excluded(str(tmp_path / "link" / "pkg" / "vault.py"))
+    # A file linked to an excluded one, under a name no rule covers.
+    assert ex.excluded(str(real / "pkg" / "alias.py"))
+    # Nested workspace folders: the outer folder's rules hold inside the inner one.
+    (real / "sub" / "pkg").mkdir(parents=True)
+    (real / ".sidecarignore").write_text("vault.py\n")
+    ex2 = ContentExclusion(None)
+    ex2.set_folders([str(real), str(real / "sub")])
+    assert ex2.excluded(str(real / "sub" / "pkg" / "vault.py"))
+
+
+def test_encodings_binary_and_size(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger=exclusion.__name__)
+    f = tmp_path / ".sidecarignore"
+    f.write_bytes("\ufeffvault.py\n".encode())  # Notepad's UTF-8 with a byte-order mark
+    assert exclusion.read_rules(f).patterns == ("vault.py",)
+    f.write_bytes("secrets/\r\n".encode("utf-16"))  # PowerShell 5's echo
+    assert exclusion.read_rules(f).patterns == ("secrets/",)
+    f.write_bytes(b"a.py\n\x00\x01\x02junk\n")
+    binary = exclusion.read_rules(f)
+    assert binary.patterns == () and "not a text file" in binary.problem
+    monkeypatch.setattr(exclusion, "MAX_IGNORE_BYTES", 16)
+    f.write_bytes(b"one.py\ntwo.py\nthree.py\n")
+    big = exclusion.read_rules(f)
+    assert big.patterns == ("one.py", "two.py") and "first" in big.problem  # no line cut in two
+    assert any("not a text file" in r.getMessage() for r in caplog.records)
+    assert any("the rest is ignored" in r.getMessage() for r in caplog.records)
+
+
+def test_a_pattern_that_would_take_seconds_to_match_is_refused():
+    rules = compile_rules("x", ["*a*a*a*a*b", "**/build/**/*.py", "*_*_*.py"])
+    assert rules.patterns == ("**/build/**/*.py", "*_*_*.py") and rules.skipped == (1,)
+    start = time.perf_counter()
+    assert rules.check("a" * 200 + ".py") is None
+    assert time.perf_counter() - start < 1.0
+
+
+def test_describe_names_skipped_lines_and_prints_no_control_characters(tmp_path):
+    (tmp_path / ".sidecarignore").write_text("ok.py\nbroken\\\n\x1b[31mred.py\n")
+    ex = ContentExclusion(None)
+    ex.set_folders([str(tmp_path)])
+    (line,) = ex.describe()
+    assert "2 rules" in line and "1 invalid line skipped (2)" in line, line
+    assert "\x1b" not in line and "?[31mred.py" in line, line
+
+
+def test_the_user_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(exclusion, "RECHECK_S", 0.0)
+    ex = ContentExclusion(tmp_path)
+    assert ex.excluded("/w/vault.py") is None
+    (tmp_path / ".sidecarignore").write_text("vault.py\n")
+    assert ex.excluded("/w/vault.py")

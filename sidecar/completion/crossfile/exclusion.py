@@ -1,16 +1,22 @@
 """Content exclusion: files whose text never informs a suggestion and never travels.
 
 Rules, in gitignore syntax (``pathspec``'s ``GitIgnoreSpec``: ``*``, ``**``, a trailing
-``/`` for folders, a leading ``/`` to anchor, ``!`` to take a file back, ``#`` comments),
-come from three places:
+``/`` for folders, a leading ``/`` to anchor, ``!`` to take back a file an earlier line
+of the same source excluded, ``#`` comments), come from three sources:
 
-- ``.sidecarignore`` at the root of each workspace folder (paths relative to that folder);
-- ``.sidecarignore`` in the user's config folder, beside ``config.toml`` (applies to every
+- ``.sidecarignore`` at the root of each workspace folder (paths relative to that folder;
+  with nested workspace folders, every folder's file applies below it);
+- ``.sidecarignore`` in the user's config folder, beside ``config.toml`` (applies in every
   workspace folder, as git's global excludes file does);
 - the ``ignore_paths`` setting (a list of patterns, the same way).
 
-A file matched by a rule (the last matching rule decides; a folder's own file is read
-after the user's rules, so it can take a file back with ``!``):
+A file is excluded when **any** source excludes it: within one source the last matching
+line decides, but no source takes back what another excluded, so a repository's own
+``.sidecarignore`` (``!*``) cannot switch off the user's rules. A path is matched as given
+and with its symbolic links resolved, against the workspace folders as given and
+resolved, so a link into an excluded folder is excluded too.
+
+An excluded file:
 
 - is never read by the workspace index, and no snippet of it (open or not) goes into a
   prompt, whatever the backend;
@@ -18,21 +24,27 @@ after the user's rules, so it can take a file back with ``!``):
   the cursor is in it (``completion/stream.py``). A local engine still completes in it,
   since nothing leaves the machine.
 
-A line that is not a valid pattern (``pathspec`` refuses it: a trailing backslash) is
-logged once, with its file and line number, and skipped; the other lines apply. A file
-that cannot be read counts as empty. Folder files are read again when their modification
-time changes (checked at most once a second). ``sidecar doctor`` lists the rules that
-apply (:meth:`ContentExclusion.describe`). See docs/architecture.md, "Content exclusion".
+Bad input: a line ``pathspec`` refuses (a trailing backslash) or with more than
+``MAX_STARS`` single ``*`` wildcards (matching such a pattern against a long name can take
+seconds: the regular expression backtracks) is skipped and logged once with its file and
+line number; the other lines apply. A file is read as UTF-8 (a byte-order mark dropped)
+or UTF-16 when it starts with that mark; one with NUL bytes otherwise is not a rules file
+(logged once, no rules); past ``MAX_IGNORE_BYTES`` the rest is ignored (logged once). A
+file that cannot be read counts as empty. Every ignore file is read again when its
+modification time changes (checked at most once per ``RECHECK_S``). ``sidecar doctor``
+lists the sources in force with their rules and skipped lines
+(:meth:`ContentExclusion.describe`). See docs/architecture.md, "The workspace index".
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +53,42 @@ log = logging.getLogger(__name__)
 IGNORE_FILE = ".sidecarignore"
 #: Bytes of an ignore file read at most.
 MAX_IGNORE_BYTES = 256 * 1024
-#: Seconds between two checks of a folder file's modification time.
+#: Seconds between two checks of an ignore file's modification time.
 RECHECK_S = 1.0
+#: Single ``*`` wildcards (``**`` not counted) a pattern may hold.
+MAX_STARS = 3
+
+_logged: set[tuple[str, ...]] = set()
+_logged_lock = threading.Lock()
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _warn_once(key: tuple[str, ...], msg: str, *args: object) -> None:
+    with _logged_lock:
+        if key in _logged or len(_logged) > 10_000:
+            return
+        _logged.add(key)
+    log.warning(msg, *args)
+
+
+def shown(text: str) -> str:
+    """``text`` safe to print: control characters as ``?``."""
+    return _UNPRINTABLE.sub("?", text)
 
 
 @dataclass(frozen=True)
 class RuleSet:
     """The valid patterns of one source, compiled. ``source`` names it for the user (a
     file's path or ``setting ignore_paths``); ``lines`` are the 1-based line numbers of
-    ``patterns`` in that source."""
+    ``patterns`` in that source; ``skipped`` the numbers of the lines that were not valid
+    patterns; ``problem`` says why the whole file was not read ("" when it was)."""
 
     source: str
-    patterns: tuple[str, ...]
-    lines: tuple[int, ...]
-    spec: Any  # pathspec.GitIgnoreSpec, or None without patterns
+    patterns: tuple[str, ...] = ()
+    lines: tuple[int, ...] = ()
+    spec: Any = None  # pathspec.GitIgnoreSpec, or None without patterns
+    skipped: tuple[int, ...] = ()
+    problem: str = ""
 
     def check(self, rel: str) -> tuple[bool, str] | None:
         """``(excluded, rule)`` from the last pattern matching ``rel`` (a ``/``-separated
@@ -65,48 +99,125 @@ class RuleSet:
         if result.include is None:
             return None
         i = result.index if result.index is not None else 0
-        return bool(result.include), f"{self.source}:{self.lines[i]}: {self.patterns[i]}"
+        return bool(result.include), f"{self.source}:{self.lines[i]}: {shown(self.patterns[i])}"
 
 
-_logged_invalid: set[tuple[str, int, str]] = set()
-_logged_lock = threading.Lock()
+def _invalid(line: str) -> str | None:
+    """Why ``line`` is not a pattern we accept, or None."""
+    import pathspec
+
+    if len(line.replace("**", "").split("*")) - 1 > MAX_STARS:
+        return f"more than {MAX_STARS} single * wildcards"
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except Exception as exc:  # noqa: BLE001 - pathspec raises several types for a bad pattern
+        return str(exc)
+    return None
 
 
-def compile_rules(source: str, lines: Iterable[str]) -> RuleSet:
+def compile_rules(source: str, lines: Iterable[str], problem: str = "") -> RuleSet:
     """A :class:`RuleSet` from gitignore lines; an invalid line is logged once (per
     source, line number and text) and skipped."""
     import pathspec
 
     patterns: list[str] = []
     numbers: list[int] = []
+    skipped: list[int] = []
     for no, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        try:
-            pathspec.GitIgnoreSpec.from_lines([line])
-        except Exception as exc:  # noqa: BLE001 - pathspec raises several types for a bad pattern
-            key = (source, no, line)
-            with _logged_lock:
-                first = key not in _logged_invalid
-                _logged_invalid.add(key)
-            if first:
-                log.warning("content exclusion: %s line %d is not a valid pattern (%s); skipped", source, no, exc)
+        why = _invalid(line)
+        if why is not None:
+            skipped.append(no)
+            _warn_once(
+                ("line", source, str(no), line),
+                "content exclusion: %s line %d is not a valid pattern (%s); skipped",
+                source,
+                no,
+                why,
+            )
             continue
         patterns.append(line)
         numbers.append(no)
     spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
-    return RuleSet(source, tuple(patterns), tuple(numbers), spec)
+    return RuleSet(source, tuple(patterns), tuple(numbers), spec, tuple(skipped), problem)
 
 
 def read_rules(path: Path) -> RuleSet:
-    """The rules of the ignore file at ``path`` (empty when it is missing or unreadable)."""
+    """The rules of the ignore file at ``path`` (module doc: encodings, size, binary);
+    empty when it is missing or unreadable."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(MAX_IGNORE_BYTES)
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_IGNORE_BYTES + 1)
     except OSError:
-        return RuleSet(str(path), (), (), None)
-    return compile_rules(str(path), text.splitlines())
+        return RuleSet(str(path))
+    problem = ""
+    if len(data) > MAX_IGNORE_BYTES:
+        data = data[:MAX_IGNORE_BYTES]
+        data = data[: data.rfind(b"\n") + 1]  # no line cut in two
+        problem = f"only its first {MAX_IGNORE_BYTES // 1024} KiB read"
+        _warn_once(
+            ("size", str(path)),
+            "content exclusion: %s is larger than %d bytes; the rest is ignored",
+            path,
+            MAX_IGNORE_BYTES,
+        )
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = data.decode("utf-16", errors="replace")
+    elif b"\x00" in data:
+        _warn_once(("binary", str(path)), "content exclusion: %s is not a text file; ignored", path)
+        return RuleSet(str(path), problem="not a text file: ignored")
+    else:
+        text = data.decode("utf-8-sig", errors="replace")
+    return compile_rules(str(path), text.splitlines(), problem)
+
+
+@dataclass
+class _Watched:
+    """An ignore file and when it was last looked at."""
+
+    path: Path
+    checked: float = 0.0
+    mtime: int | None = None
+    rules: RuleSet = field(default_factory=lambda: RuleSet(""))
+
+    def load(self) -> None:
+        self.checked = time.monotonic()
+        try:
+            self.mtime = os.stat(self.path).st_mtime_ns
+        except OSError:
+            self.mtime = None
+        self.rules = read_rules(self.path) if self.mtime is not None else RuleSet(str(self.path))
+
+    def current(self) -> RuleSet:
+        now = time.monotonic()
+        if now - self.checked >= RECHECK_S:
+            try:
+                mtime: int | None = os.stat(self.path).st_mtime_ns
+            except OSError:
+                mtime = None
+            if mtime != self.mtime:
+                self.load()
+            self.checked = now
+        return self.rules
+
+
+def _variants(path: str) -> set[str]:
+    """``path`` absolute, as given and with its links resolved."""
+    out = {os.path.abspath(path)}
+    try:
+        out.add(os.path.realpath(path))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def _rel(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder`` with ``/`` separators, or None outside it."""
+    if not path.startswith(folder.rstrip(os.sep) + os.sep):
+        return None
+    return os.path.relpath(path, folder).replace(os.sep, "/")
 
 
 class ContentExclusion:
@@ -116,10 +227,13 @@ class ContentExclusion:
 
     def __init__(self, config_dir: Path | None = None, patterns: Iterable[str] = ()) -> None:
         self._lock = threading.RLock()
-        self._config_dir = config_dir
-        self._user = read_rules(config_dir / IGNORE_FILE) if config_dir is not None else None
+        self._user: _Watched | None = None
+        if config_dir is not None:
+            self._user = _Watched(config_dir / IGNORE_FILE)
+            self._user.load()
         self._setting = compile_rules("setting ignore_paths", patterns)
-        self._folders: dict[str, tuple[float, int | None, RuleSet]] = {}  # folder -> (checked at, mtime_ns, rules)
+        self._folders: dict[str, _Watched] = {}  # folder (absolute) -> its .sidecarignore
+        self._roots: list[tuple[str, str]] = []  # (folder form to match, folder), as given and resolved
 
     def set_patterns(self, patterns: Iterable[str]) -> None:
         """The ``ignore_paths`` setting changed."""
@@ -130,71 +244,75 @@ class ContentExclusion:
     def set_folders(self, folders: Iterable[str]) -> None:
         """The workspace folders (absolute paths); their ``.sidecarignore`` files are read."""
         with self._lock:
-            wanted = [os.path.abspath(f) for f in folders if f]
-            self._folders = {f: self._folders.get(f) or self._load(f) for f in wanted}
+            wanted = list(dict.fromkeys(os.path.abspath(f) for f in folders if f))
+            old = self._folders
+            self._folders = {}
+            for f in wanted:
+                w = old.get(f)
+                if w is None:
+                    w = _Watched(Path(f) / IGNORE_FILE)
+                    w.load()
+                self._folders[f] = w
+            self._roots = [(form, f) for f in wanted for form in sorted(_variants(f))]
 
     def reload(self) -> None:
         """Read every ignore file again (one of them changed)."""
         with self._lock:
-            if self._config_dir is not None:
-                self._user = read_rules(self._config_dir / IGNORE_FILE)
-            self._folders = {f: self._load(f) for f in self._folders}
-
-    @staticmethod
-    def _mtime(folder: str) -> int | None:
-        try:
-            return os.stat(os.path.join(folder, IGNORE_FILE)).st_mtime_ns
-        except OSError:
-            return None
-
-    def _load(self, folder: str) -> tuple[float, int | None, RuleSet]:
-        return time.monotonic(), self._mtime(folder), read_rules(Path(folder) / IGNORE_FILE)
-
-    def _folder_rules(self, folder: str) -> RuleSet:
-        checked, mtime, rules = self._folders[folder]
-        now = time.monotonic()
-        if now - checked >= RECHECK_S:
-            current = self._mtime(folder)
-            if current != mtime:
-                self._folders[folder] = self._load(folder)
-                return self._folders[folder][2]
-            self._folders[folder] = (now, mtime, rules)
-        return rules
+            for w in [self._user, *self._folders.values()]:
+                if w is not None:
+                    w.load()
 
     def excluded(self, path: str) -> str | None:
         """The rule that excludes the file at ``path`` (absolute), as ``"source:line:
-        pattern"``, or None when no rule does. Outside every workspace folder the
-        user's rules and the setting are matched against the path from the file system's
-        root (so ``*.pem`` and ``secrets/`` still match; ``/top.py`` does not)."""
+        pattern"``, or None when no rule does. Outside every workspace folder the user's
+        rules and the setting are matched against the path from the file system's root
+        (so ``*.pem`` and ``secrets/`` still match; ``/top.py`` does not)."""
         if not path:
             return None
-        path = os.path.abspath(path)
         with self._lock:
-            folder = None
-            for f in self._folders:
-                if path.startswith(f.rstrip(os.sep) + os.sep) and (folder is None or len(f) > len(folder)):
-                    folder = f
-            rel = os.path.relpath(path, folder) if folder else path.lstrip(os.sep)
-            rel = rel.replace(os.sep, "/")
-            sets = [r for r in (self._user, self._setting) if r is not None]
-            if folder is not None:
-                sets.append(self._folder_rules(folder))
-        verdict: tuple[bool, str] | None = None
-        for rules in sets:
-            got = rules.check(rel)
-            if got is not None:
-                verdict = got
-        return verdict[1] if verdict is not None and verdict[0] else None
+            user = self._user.current() if self._user is not None else None
+            sources = [r for r in (user, self._setting) if r is not None and r.spec is not None]
+            folders = [(form, f, self._folders[f].current()) for form, f in self._roots]
+        if not sources and not any(r.spec is not None for _form, _f, r in folders):
+            return None
+        for candidate in sorted(_variants(path)):
+            inside = [(rel, rules) for form, _f, rules in folders if (rel := _rel(candidate, form)) is not None]
+            for rel, rules in inside:
+                got = rules.check(rel)
+                if got is not None and got[0]:
+                    return got[1]
+            rels = [rel for rel, _r in inside] or [candidate.lstrip(os.sep).replace(os.sep, "/")]
+            for rules in sources:
+                for rel in rels:
+                    got = rules.check(rel)
+                    if got is not None and got[0]:
+                        return got[1]
+        return None
+
+    def _sets(self) -> list[RuleSet]:
+        with self._lock:
+            sets = [self._user.current()] if self._user is not None else []
+            return sets + [self._setting] + [w.current() for w in self._folders.values()]
+
+    def has_problems(self) -> bool:
+        """Whether a source had invalid lines or a file was not (wholly) read."""
+        return any(r.skipped or r.problem for r in self._sets())
 
     def describe(self) -> list[str]:
-        """One line per source of rules in force: ``"<source>: N rule(s)"`` (for ``sidecar
-        doctor``); an empty list when there are none."""
-        with self._lock:
-            sets = [r for r in (self._user, self._setting) if r is not None]
-            sets += [self._folder_rules(f) for f in self._folders]
-        return [
-            f"{r.source}: {len(r.patterns)} rule{'s' if len(r.patterns) != 1 else ''} ({', '.join(r.patterns[:5])}"
-            f"{', ...' if len(r.patterns) > 5 else ''})"
-            for r in sets
-            if r.patterns
-        ]
+        """One line per source in force, for ``sidecar doctor``: its rules, the lines
+        skipped as invalid, why a file was not read; an empty list when there is nothing."""
+        out = []
+        for r in self._sets():
+            if not (r.patterns or r.skipped or r.problem):
+                continue
+            n = len(r.patterns)
+            text = f"{shown(r.source)}: {n} rule{'' if n == 1 else 's'}"
+            if r.patterns:
+                text += f" ({', '.join(shown(p) for p in r.patterns[:5])}{', ...' if n > 5 else ''})"
+            if r.skipped:
+                lines = ", ".join(str(x) for x in r.skipped[:5]) + (", ..." if len(r.skipped) > 5 else "")
+                text += f"; {len(r.skipped)} invalid line{'' if len(r.skipped) == 1 else 's'} skipped ({lines})"
+            if r.problem:
+                text += f"; {r.problem}"
+            out.append(text)
+        return out

@@ -125,11 +125,11 @@ class CrossFileContext:
 
     # ----------------------------------------------------------- exclusion
     def excluded(self, name: str) -> str | None:
-        """The content-exclusion rule covering ``name`` (a ``file:`` URI or an absolute
-        path), or None; other URI schemes are matched by their path."""
-        if "://" in name:
-            parsed = urlparse(name)
-            name = unquote(parsed.path)
+        """The content-exclusion rule covering ``name`` (a URI of any scheme, matched by
+        its path: ``file:///a/b.py``, ``file:/a/b.py``, ``vscode-notebook-cell:/a/n.ipynb#c1``;
+        or an absolute path), or None."""
+        if _SCHEME.match(name):
+            name = unquote(urlparse(name).path)
         return self._excluded(name) if name else None
 
     # ----------------------------------------------------------- naming
@@ -369,6 +369,10 @@ class CrossFileContext:
             chosen.append(Snippet(path=path, text=text, line=shown[0], kind=kind))
             used += cost
         return tuple(sorted(chosen, key=lambda s: (s.path, s.line)))
+
+
+#: A URI's scheme (two characters at least: ``C:`` is a Windows drive).
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
 
 
 def _key(uri: str) -> str:

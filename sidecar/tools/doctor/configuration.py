@@ -105,12 +105,16 @@ class ConfigCheck(_CheckMixin):
                 + (", and no completion is requested from the cloud in them" if cloud else "")
             )
         else:
+            places = ", ".join(dict.fromkeys([os.path.join(folder, IGNORE_FILE), str(config_dir / IGNORE_FILE)]))
             value = (
                 f"no rules: files to keep out of prompts (and, with a cloud backend, out of every request) go in "
-                f"{os.path.join(folder, IGNORE_FILE)}, {config_dir / IGNORE_FILE} or the ignore_paths setting "
-                f"(gitignore syntax)"
+                f"{places} or the ignore_paths setting (gitignore syntax)"
             )
-        self.add("exclusion", "content exclusion", INFO, value, "", {"rules": lines, "folder": folder})
+        status, fix = INFO, ""
+        if rules.has_problems():
+            status = WARN
+            fix = "Fix or remove the lines named (the server log names each with its reason); the other rules apply."
+        self.add("exclusion", "content exclusion", status, value, fix, {"rules": lines, "folder": folder})
 
     def check_ignored(self) -> None:
         ignored = getattr(self, "ignored", [])
