@@ -182,19 +182,25 @@ def _sub_keyword(m: re.Match[str]) -> str:
     return m.group(1) + MASK if _random_looking(m.group(2), min_len=20) else m.group(0)
 
 
+def _redact_common(text: str) -> str:
+    """What both kinds of text lose: the registered values, PEM private-key blocks and
+    URL passwords."""
+    for s in _secrets:
+        if s in text:
+            text = text.replace(s, MASK)
+    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+
+
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     """``text`` without registered secrets, the ``extra`` values, or credential shapes."""
     if not text:
         return text
     if not isinstance(text, str):
         text = str(text)
-    for s in _secrets:
-        if s in text:
-            text = text.replace(s, MASK)
     for s in sorted((e for e in extra if isinstance(e, str) and len(e.strip()) >= 4), key=len, reverse=True):
         text = text.replace(s.strip(), MASK)
-    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _redact_common(text)
     text = _AUTH_HEADER.sub(_sub_auth, text)
     text = _BEARER.sub(_sub_bearer, text)
     text = _PREFIXED.sub(_sub_prefixed, text)
@@ -284,12 +290,7 @@ def redact_code(text: str) -> str:
     ``sig=``); ``Bearer``/``Basic`` followed by a literal credential; ``curl -u user:pass``."""
     if not text:
         return text
-    for s in _secrets:
-        if s in text:
-            text = text.replace(s, MASK)
-    text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
-    text = _PREFIXED.sub(_sub_prefixed, text)
+    text = _PREFIXED.sub(_sub_prefixed, _redact_common(text))
     text = _CODE_FIELD.sub(_sub_code_field, text)
     text = _CODE_CALL.sub(_sub_literal, text)
     text = _ENV_DEFAULT.sub(_sub_literal, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -301,3 +302,20 @@ def inline_params(uri: str, line: int, character: int, invoked: bool = False) ->
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+async def index_stats(client: LanguageClient) -> dict[str, Any]:
+    snap = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
+    return snap["workspace_index"]
+
+
+async def wait_ready(client: LanguageClient, timeout: float = 15.0) -> tuple[dict[str, Any], float]:
+    """Poll ``sidecar.stats`` until the index is ready: (its stats, seconds waited)."""
+    start = time.monotonic()
+    st: dict[str, Any] = {}
+    while time.monotonic() - start < timeout:
+        st = await index_stats(client)
+        if st.get("state") == "ready":
+            return st, time.monotonic() - start
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the workspace index was not ready within {timeout} s: {st}")

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from conftest import client_capabilities, inline_params, open_doc, sidecar_env
+from conftest import client_capabilities, inline_params, open_doc, sidecar_env, wait_ready
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
@@ -111,10 +110,13 @@ def workspace(root: Path) -> dict[str, Path]:
 
 
 @contextlib.asynccontextmanager
-async def server(tmp_path: Path, sim: SimulatedBackend, root: Path, **env: str) -> AsyncIterator[LanguageClient]:
-    server_env = sidecar_env(
-        tmp_path / "home", SILICONFLOW_API_KEY=KEY, SIDECAR_BASE_URL=sim.base_url, SIDECAR_CACHE="false", **env
-    )
+async def server(
+    tmp_path: Path, sim: SimulatedBackend | None, root: Path, init: dict[str, Any] | None = None, **env: str
+) -> AsyncIterator[LanguageClient]:
+    """The server over stdio with ``root`` as its workspace folder: the simulated cloud
+    ``sim``, or the embedded local engine when ``sim`` is None."""
+    cloud = {"SILICONFLOW_API_KEY": KEY, "SIDECAR_BASE_URL": sim.base_url} if sim is not None else {}
+    server_env = sidecar_env(tmp_path / "home", SIDECAR_CACHE="false", **cloud, **env)
     config = ClientServerConfig(server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=server_env)
     client = await config.start()
     caps = client_capabilities()
@@ -122,7 +124,7 @@ async def server(tmp_path: Path, sim: SimulatedBackend, root: Path, **env: str) 
     await client.initialize_session(
         types.InitializeParams(
             capabilities=caps,
-            initialization_options=INIT,
+            initialization_options={**INIT, **(init or {})},
             root_uri=uri_of(root),
             workspace_folders=[types.WorkspaceFolder(uri=uri_of(root), name=root.name)],
         )
@@ -143,17 +145,6 @@ async def sim():
 
 async def stats(client: LanguageClient) -> dict[str, Any]:
     return await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
-
-
-async def wait_ready(client: LanguageClient, timeout: float = 15.0) -> dict[str, Any]:
-    start = time.monotonic()
-    st: dict[str, Any] = {}
-    while time.monotonic() - start < timeout:
-        st = (await stats(client))["workspace_index"]
-        if st.get("state") == "ready":
-            return st
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the workspace index was not ready within {timeout} s: {st}")
 
 
 def bodies(sim: SimulatedBackend) -> list[str]:
@@ -178,7 +169,7 @@ async def test_credentials_and_excluded_files_never_reach_the_cloud(tmp_path, si
     main_uri = uri_of(files["main"])
     async with server(tmp_path, sim, root, SIDECAR_IGNORE_PATHS='["ledger.py"]') as client:
         open_doc(client, main_uri, MAIN_PY)
-        index = await wait_ready(client)
+        index, _waited = await wait_ready(client)
         first = await ask(client, main_uri, *end_of(MAIN_PY))
         # The excluded file opened in the editor: still no snippet of it elsewhere...
         vault_uri = uri_of(files["vault"])
@@ -236,30 +227,14 @@ async def test_with_the_local_engine_an_excluded_file_still_gets_completions(tmp
     text = (
         'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n    return '
     )
-    env = sidecar_env(tmp_path / "home", SIDECAR_CACHE="false")
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "sidecar", "serve"], server_env=env)
-    client = await config.start()
-    caps = client_capabilities()
-    caps.workspace = types.WorkspaceClientCapabilities(workspace_folders=True)
-    await client.initialize_session(
-        types.InitializeParams(
-            capabilities=caps,
-            initialization_options={**INIT, "requestTimeoutMs": 120000},
-            root_uri=uri_of(root),
-            workspace_folders=[types.WorkspaceFolder(uri=uri_of(root), name=root.name)],
-        )
-    )
-    try:
+    async with server(tmp_path, None, root, {"requestTimeoutMs": 120000}) as client:
         vault_uri = uri_of(files["vault"])
         open_doc(client, vault_uri, text)  # the editor's text of the excluded file
-        index = await wait_ready(client)
+        index, _waited = await wait_ready(client)
         answer = await asyncio.wait_for(
             client.text_document_inline_completion_async(inline_params(vault_uri, *end_of(text), invoked=True)), 180
         )
         counters = (await stats(client))["counters"]
-    finally:
-        await client.shutdown_session()
-        await client.stop()
     assert answer is not None and answer.items, "the local engine completed in the excluded file"
     assert "privacy.cloud_refused" not in counters, counters
     assert index["skipped"].get("excluded") == 1, index  # vault.py: never indexed, even locally

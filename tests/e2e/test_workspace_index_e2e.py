@@ -38,7 +38,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from conftest import client_capabilities, inline_params, make_client, open_doc, sidecar_env
+from conftest import client_capabilities, index_stats, inline_params, make_client, open_doc, sidecar_env, wait_ready
 from devtools.simulator import LatencyModel, SimulatedBackend
 
 pytestmark = pytest.mark.timeout(90)
@@ -184,23 +184,6 @@ async def sim():
     async with SimulatedBackend(latency=LatencyModel(ttft_ms=5, tokens_per_s=2000, seed=11)) as s:
         s.set_responder(lambda body: "value")
         yield s
-
-
-async def index_stats(client: LanguageClient) -> dict[str, Any]:
-    snap = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="sidecar.stats"))
-    return snap["workspace_index"]
-
-
-async def wait_ready(client: LanguageClient, timeout: float = 15.0) -> tuple[dict[str, Any], float]:
-    """Poll ``sidecar.stats`` until the index is ready: (its stats, seconds waited)."""
-    start = time.monotonic()
-    st: dict[str, Any] = {}
-    while time.monotonic() - start < timeout:
-        st = await index_stats(client)
-        if st.get("state") == "ready":
-            return st, time.monotonic() - start
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the workspace index was not ready within {timeout} s: {st}")
 
 
 async def wait_epoch_past(client: LanguageClient, epoch: int, timeout: float = 10.0) -> dict[str, Any]:
