@@ -109,6 +109,10 @@ _PREFIXED = re.compile(
     r"|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"  # SendGrid
     r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # a JSON Web Token
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9/]+"
+    r"|whsec_[A-Za-z0-9]{20,}|xapp-[A-Za-z0-9\-]{20,}"  # Stripe webhook secrets, Slack app tokens
+    r"|SK[0-9a-f]{32}"  # Twilio API keys
+    r"|[0-9]{8,10}:AA[A-Za-z0-9_\-]{30,40}"  # Telegram bot tokens
+    r"|[MN][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}"  # Discord bot tokens
     r")"
 )
 # A field whose name says it holds a secret, and its value (quoted or not).
@@ -121,8 +125,9 @@ _SECRET_FIELD = re.compile(
 # A PEM private-key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted), whole; one cut
 # short (a snippet that ends inside it) to the end of the text.
 _PRIVATE_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.S)
-# The password of a URL's user info (``postgres://user:password@host``).
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)([^\s/'\"]+)(@[^\s@/'\"]+)")
+# A URL's scheme and authority (``postgres://user:password@host``): the password is
+# masked by ``_sub_url_auth`` (the last ``@`` ends the user info).
+_URL_AUTH = re.compile(r"""(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*+://)([^\s/'"?#`]++)""")
 # The words key / token / secret followed (after a colon, equals sign or space) by a
 # long random-looking string.
 _KEYWORD_VALUE = re.compile(
@@ -189,7 +194,7 @@ def _redact_common(text: str) -> str:
         if s in text:
             text = text.replace(s, MASK)
     text = _PRIVATE_KEY.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    return _URL_AUTH.sub(_sub_url_auth, text)
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
@@ -211,96 +216,218 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
 
 # ------------------------------------------------------------------ source code
 # Names that say a value is a credential, in code (``API_KEY``, ``self.client_secret``,
-# ``"password":``, ``signing_key=``). Strong names mask any literal; weak ones (``key``,
-# ``token``, ``pass``) only one that looks random.
-_STRONG = (
-    r"api[_\-]?key|apikey|api[_\-]?secret|access[_\-]?key|secret[_\-]?key|private[_\-]?key(?:[_\-]?id)?"
-    r"|account[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|access[_\-]?token|auth[_\-]?token"
+# ``"password":``, ``signing_key=``). Strong names mask any literal that is not a
+# description; weak ones (``key``, ``token``, ``pass``, ``pw``) only one that looks random.
+# Every pattern below starts a match only where a name starts and never backtracks into
+# it (possessive quantifiers): a long line costs linear time, not seconds.
+_STRONG = re.compile(
+    r"(?i)api[_\-]?key|apikey|api[_\-]?secret|access[_\-]?key|secret[_\-]?key|private[_\-]?key"
+    r"|account[_\-]?key|signing|hmac|encryption[_\-]?key|master[_\-]?key|access[_\-]?token|auth[_\-]?token"
     r"|refresh[_\-]?token|id[_\-]?token|session[_\-]?token|bearer[_\-]?token|client[_\-]?secret|webhook[_\-]?secret"
     r"|secret|password|passwd|passphrase|pwd|credentials?"
 )
-_WEAK = r"key|token|pass"
-# name (word characters around it), an assignment or key-value separator, a quoted literal.
-_CODE_FIELD = re.compile(
-    rf"""(?i)(?<![A-Za-z0-9])([A-Za-z0-9_]*?(?:({_STRONG})|{_WEAK})[A-Za-z0-9_]*["']?\s*(?::=|=>|[:=])\s*[rbuf]?)"""
-    r"""(["'])((?:[^"'\\\r\n]|\\.){4,})\3"""
+_WEAK = re.compile(r"(?i)(?:key|token|pass|pw)(?![a-z])")  # whole words: not ``keyboard``, ``passport``
+#: A name ending in one of these describes the value instead of holding a credential
+#: (``TOKEN_URL``, ``password_field``, ``SecretId``, ``api_key_header``).
+_DESCRIBES = re.compile(
+    r"(?i)(?:url|uri|endpoint|path|file|dir|field|name|env|var|header|label|prompt|template|regex|re|pattern"
+    r"|hash|hasher|algorithm|alg|strength|type|storage|arn|prefix|suffix|format|length|len|policy|id|ids|message"
+    r"|msg|error|title|text|help|hint|placeholder|mode|scheme|method|class|kind|size|count|version|ttl|expiry"
+    r"|expires|timeout|location|provider|service|manager|store|vault|column|param|option|ref)$"
 )
-# A setter or call named after a credential, with a literal: ``setPassword("...")``.
-_CODE_CALL = re.compile(
-    rf"""(?i)(\b[A-Za-z0-9_]*(?:{_STRONG})[A-Za-z0-9_]*\s*\(\s*)(["'])((?:[^"'\\\r\n]|\\.){{4,}})\2"""
+_LIT = r"""((?:(?!{q})[^\\\r\n]|\\.){{4,}}+){q}"""
+# name, a separator, then a quoted literal (JavaScript/Go backquotes included; a Python
+# ``rb``/``f`` prefix, C#'s ``@``) or an unquoted value.
+_FIELD = re.compile(
+    r"""(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]++)(["']?\]?\s*+(?::=|=>|[:=])\s*+(?:[rbuf]{1,2}(?=["'`])|@(?=["']))?)"""
+    r"""(?:(["'`])((?:(?!\3)[^\\\r\n]|\\.){4,}+)\3|(?![=:>])([^\s"'`,;&)(\]\[{}<>$]++)(?![\w(.\[]))"""
 )
-# An environment lookup with a literal default: ``getenv("API_KEY", "...")``.
-_ENV_DEFAULT = re.compile(
-    r"""((?:getenv|get|fetch|env)\s*\(\s*["'][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS)[A-Za-z0-9_]*["']\s*,\s*)"""
-    r"""(["'])((?:[^"'\\\r\n]|\\.){4,})\2"""
+# A credential-named string, then a literal: ``define('DB_PASSWORD', '...')``,
+# ``put("password", "...")``, ``getenv("API_KEY", "...")``, ``Map.of(..., "password", "...")``.
+_NAME_THEN_LITERAL = re.compile(
+    r"""(["'])([A-Za-z0-9_.\-]++)\1(\s*+,\s*+)(["'])((?:(?!\4)[^\\\r\n]|\\.){4,}+)\4(?!\s*:)"""
 )
+# A setter named after a credential, with a literal: ``setPassword("...")``, ``withApiKey("...")``.
+_CALL = re.compile(
+    r"""(?<![A-Za-z0-9_])((?:set|with|use|add)[A-Za-z0-9_]*+)(\s*+\(\s*+)(["'])((?:(?!\3)[^\\\r\n]|\\.){4,}+)\3"""
+)
+# Basic-auth pairs: ``auth=("admin", "...")``, ``HTTPBasicAuth("admin", "...")``.
+_AUTH_PAIR = re.compile(
+    r"""(?<![A-Za-z0-9_])([A-Za-z0-9_]*+)(\s*+(?:=\s*+\(|\()\s*+(["'])[^"'\r\n]*+\3\s*+,\s*+)"""
+    r"""(["'])((?:(?!\4)[^\\\r\n]|\\.){4,}+)\4"""
+)
+# A query parameter: ``?password=...``, ``&api_key=...``, ``?access_token=...``, ``&sig=...``.
+_QUERY = re.compile(r"""([?&])([A-Za-z0-9_\-]++)=([^&\s"'`#]++)""")
 # A shell or .env line: ``export DB_PASSWORD=hunter2``.
-_ENV_LINE = re.compile(
-    r"(?m)^(\s*(?:export\s+)?[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS)[A-Z0-9_]*=)([^\s$'\"(][^\s]*)"
-)
-# Secrets inside connection strings and URLs: ``...;AccountKey=...;``, ``?sig=...``.
+_ENV_LINE = re.compile(r"""(?m)^(\s*+(?:export\s++)?)([A-Z][A-Z0-9_]*+)=([^\s$'"(]\S*+)""")
+# Secrets inside connection strings: ``...;AccountKey=...;``, ``"Password=...;``.
 _CONN_PART = re.compile(
-    r"(?i)([;\"']\s*(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)\s*=\s*|[?&]sig=)([^;\"'&\s]+)"
+    r"(?i)([;\"']\s*+(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)\s*+=\s*+)([^;\"'&\s]++)"
 )
+# A credential element: ``<password>...</password>``.
+_XML_FIELD = re.compile(r"<([A-Za-z0-9_\-]++)>([^<\s][^<]*+)</\1>")
+# A credential flag: ``--password ...``, ``--token=...``.
+_CLI_FLAG = re.compile(r"(?i)(--(?:password|passwd|token|api-?key|secret|client-secret)[= ]\s*+)([^\s\"'$-][^\s\"']*+)")
 # ``Bearer``/``Basic`` with a literal credential, ``curl -u user:pass``.
-_AUTH_LITERAL = re.compile(rf"(\b(?:Bearer|Basic|Token)\s+)([{_TOKEN_CHARS}]{{12,}})")
-_CURL_USER = re.compile(r"""((?:\s-u|--user)\s+["']?[^:\s"']+:)([^\s"']+)""")
-
-
+_AUTH_LITERAL = re.compile(rf"(\b(?:Bearer|Basic|Token)\s++)([{_TOKEN_CHARS}]{{12,}}+)")
+_CURL_USER = re.compile(r"""((?:\s-u|--user)\s++["']?[^:\s"']++:)([^\s"']++)""")
 #: A dotted name (``sidecar.apiKey``, ``os.environ``): a setting's or command's name, not a credential.
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*+(?:\.[A-Za-z0-9_\-]++)++$")
+#: An environment variable's or constant's name (``OPENAI_API_KEY``), a header name (``X-API-Key``).
+_NAME_LIKE = re.compile(r"^(?:[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)++|X-[A-Za-z0-9\-]++)$")
+#: Words that name a credential field rather than hold one (``"password"``, ``access_token``).
+_FIELD_WORDS = frozenset(
+    "password passwd pwd pass passphrase secret token key api_key apikey access_token refresh_token id_token"
+    " client_secret credentials credential access_key secret_key private_key bearer basic".split()
+)
+#: Description-like values: a URL without user info, a path, an ARN.
+_DESCRIPTIVE = re.compile(r"^(?:[a-z][a-z0-9+.\-]*+://[^@\s]*+$|arn:|/|\./|~/|[a-z0-9_\-]++(?:/[a-z0-9_\-.]++)++$)")
+_SNAKE = re.compile(r"_?[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]++)++")
+
+
+def _strength(name: str) -> str:
+    """``"strong"``, ``"weak"`` or ``""``: what the credential words in ``name`` say."""
+    if _STRONG.search(name):
+        return "strong"
+    return "weak" if _WEAK.search(name) else ""
+
+
+def _not_a_secret(name: str, value: str, strong: bool) -> bool:
+    """Whether ``value`` given to ``name`` is a description, a name or a placeholder."""
+    v = value.strip()
+    ident = re.split(r"[^A-Za-z0-9_]+", name)[-1] if name else ""
+    if (
+        v.lower() in _PLACEHOLDERS
+        or v.lower() in _FIELD_WORDS
+        or v.startswith(("${", "{", "%(", "<", "$"))
+        or v.strip("*") == ""
+        or _DOTTED.match(v)
+        or _NAME_LIKE.match(v)
+        or _DESCRIPTIVE.match(v)
+        or (ident and _DESCRIBES.search(ident))
+    ):
+        return True
+    if strong:  # prose is not a password (a passphrase may be words)
+        return "passphrase" not in ident.lower() and (" " in v and len(v) > 24 or v.count(" ") >= 2)
+    return " " in v or "." in v or not _random_looking(v, min_len=8) or ("/" in v and len(v) < 24)
+
+
+def _quoted(head: str, quote: str, value: str, name: str, strength: str) -> str | None:
+    """The masked literal, or None to keep it."""
+    if not strength or _not_a_secret(name, value, strength == "strong"):
+        return None
+    return f"{head}{quote}{MASK}{quote}"
 
 
 def _sub_code_field(m: re.Match[str]) -> str:
-    value = m.group(4)
-    strong = m.group(2) is not None
+    name, sep = m.group(1), m.group(2)
+    strength = _strength(name)
+    if m.group(3) is not None:
+        out = _quoted(name + sep, m.group(3), m.group(4), name, strength)
+        return m.group(0) if out is None else out
+    value = m.group(5)
+    # Unquoted: only after a strong name, and not an expression or a variable of code.
     if (
-        value.lower() in _PLACEHOLDERS
-        or value.startswith(("${", "{", "%(", "<"))
-        or value.strip("*") == ""
-        or _DOTTED.match(value)
+        strength != "strong"
+        or value.isdigit()
+        or _SNAKE.fullmatch(value)
+        or _not_a_secret(name, value, True)
+        or (not any(c.isdigit() for c in value) and not re.search(r"[^A-Za-z0-9_]", value) and len(value) < 20)
     ):
         return m.group(0)
-    if not strong and (" " in value or not _random_looking(value, min_len=12)):
-        return m.group(0)
-    return f"{m.group(1)}{m.group(3)}{MASK}{m.group(3)}"
+    return name + sep + MASK
 
 
-def _sub_literal(m: re.Match[str]) -> str:
-    value = m.group(3)
-    if value.lower() in _PLACEHOLDERS or value.startswith(("${", "{", "%(", "<")):
+def _sub_name_then_literal(m: re.Match[str]) -> str:
+    name = m.group(2)
+    out = _quoted(m.group(1) + name + m.group(1) + m.group(3), m.group(4), m.group(5), name, _strength(name))
+    return m.group(0) if out is None else out
+
+
+def _sub_call(m: re.Match[str]) -> str:
+    name = m.group(1)
+    if not _STRONG.search(name):
         return m.group(0)
-    return f"{m.group(1)}{m.group(2)}{MASK}{m.group(2)}"
+    out = _quoted(name + m.group(2), m.group(3), m.group(4), "", "strong")
+    return m.group(0) if out is None else out
+
+
+def _sub_auth_pair(m: re.Match[str]) -> str:
+    name = m.group(1)
+    if not (name == "auth" or name.endswith("Auth")):
+        return m.group(0)
+    out = _quoted(name + m.group(2), m.group(4), m.group(5), "", "strong")
+    return m.group(0) if out is None else out
+
+
+def _sub_query(m: re.Match[str]) -> str:
+    name = m.group(2)
+    if m.group(3) == MASK or not (name.lower() == "sig" or _STRONG.search(name) or _WEAK.search(name)):
+        return m.group(0)
+    return f"{m.group(1)}{name}={MASK}"
+
+
+def _sub_env_line(m: re.Match[str]) -> str:
+    if not re.search(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS", m.group(2)):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}={MASK}"
+
+
+def _sub_xml(m: re.Match[str]) -> str:
+    if not _STRONG.search(m.group(1)) or _not_a_secret(m.group(1), m.group(2), True):
+        return m.group(0)
+    return f"<{m.group(1)}>{MASK}</{m.group(1)}>"
+
+
+def _sub_url_auth(m: re.Match[str]) -> str:
+    authority = m.group(2)
+    if "@" not in authority:
+        return m.group(0)
+    userinfo, host = authority.rsplit("@", 1)
+    if ":" not in userinfo:
+        return m.group(0)
+    user = userinfo.split(":", 1)[0]
+    return f"{m.group(1)}{user}:{MASK}@{host}"
 
 
 def redact_code(text: str) -> str:
     """A snippet of source code without credentials, for a prompt that leaves the machine
     (``completion/stream.py``, cloud backends). Unlike :func:`redact` (made for logs) it
-    leaves code alone: it masks *literals* only, so ``secret = hashlib.sha256(x)``,
-    ``f"Bearer {token}"`` or ``tokens = tokenize(line)`` reach the model as written.
+    leaves code alone: it masks *values* only, so ``secret = hashlib.sha256(x)``,
+    ``f"Bearer {token}"`` or ``tokens = tokenize(line)`` reach the model as written, and
+    a value that describes (``TOKEN_URL = "https://..."``, ``password_field = "password"``,
+    ``"Enter your password"``, ``"X-API-Key"``) is kept. Linear in the text's length.
 
     Masked, each replaced by ``***``: the registered values; PEM private-key blocks;
-    well-known key shapes (OpenAI/Stripe/GitHub/GitLab/npm/Hugging Face/Slack/AWS/Google/
-    SendGrid keys, JSON Web Tokens, Slack webhook URLs); a URL's password; a quoted literal
-    assigned to a credential name (``password = "..."``, ``"api_key": "..."``,
-    ``client_secret="..."``; ``key``/``token``/``pass`` only when the literal looks random);
-    a literal passed to a credential-named call (``setPassword("...")``) or given as an
-    environment lookup's default (``getenv("API_KEY", "...")``); ``NAME_TOKEN=value`` lines
-    of shell and ``.env`` files; connection-string parts (``AccountKey=``, ``Password=``,
-    ``sig=``); ``Bearer``/``Basic`` followed by a literal credential; ``curl -u user:pass``."""
+    well-known key shapes (OpenAI, Anthropic, Stripe, GitHub, GitLab, npm, Hugging Face,
+    Slack, AWS, Google, SendGrid, Twilio, Telegram, Discord keys, JSON Web Tokens, Slack
+    webhook URLs); a URL's password and credential query parameters; a literal assigned or
+    passed to a credential name (``password = "..."``, ``"api_key": "..."``,
+    ``client_secret="..."``, ``os.environ["API_KEY"] = "..."``, ``define('DB_PASSWORD',
+    '...')``, ``put("password", "...")``, ``getenv("API_KEY", "...")``,
+    ``setPassword("...")``, ``auth=("user", "...")``; ``key``/``token``/``pass`` only when
+    the literal looks random); an unquoted value after a credential name that looks like
+    one (``password=hunter2pass`` in a libpq string, a .properties/.env line);
+    ``NAME_TOKEN=`` lines of shell files; connection-string parts (``AccountKey=``,
+    ``Password=``); ``<password>`` elements; ``--password`` flags; ``Bearer``/``Basic``
+    followed by a literal credential; ``curl -u user:pass``. Known gaps: triple-quoted and
+    parenthesised literals, unquoted YAML values."""
     if not text:
         return text
     text = _PREFIXED.sub(_sub_prefixed, _redact_common(text))
-    text = _CODE_FIELD.sub(_sub_code_field, text)
-    text = _CODE_CALL.sub(_sub_literal, text)
-    text = _ENV_DEFAULT.sub(_sub_literal, text)
-    text = _ENV_LINE.sub(lambda m: m.group(1) + MASK, text)
+    text = _FIELD.sub(_sub_code_field, text)
+    text = _NAME_THEN_LITERAL.sub(_sub_name_then_literal, text)
+    text = _CALL.sub(_sub_call, text)
+    text = _AUTH_PAIR.sub(_sub_auth_pair, text)
+    text = _QUERY.sub(_sub_query, text)
+    text = _ENV_LINE.sub(_sub_env_line, text)
     text = _CONN_PART.sub(lambda m: m.group(1) + MASK, text)
+    text = _XML_FIELD.sub(_sub_xml, text)
+    text = _CLI_FLAG.sub(lambda m: m.group(1) + MASK, text)
     text = _AUTH_LITERAL.sub(
         lambda m: m.group(1) + MASK if _random_looking(m.group(2), min_len=12) else m.group(0), text
     )
-    text = _CURL_USER.sub(lambda m: m.group(1) + MASK, text)
-    return text
+    return _CURL_USER.sub(lambda m: m.group(1) + MASK, text)
 
 
 def redact_registered_bytes(data: bytes) -> bytes:
