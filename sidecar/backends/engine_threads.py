@@ -17,9 +17,9 @@ never fewer than one. "Other programs" is :mod:`sidecar.models.cpu_load`: busy t
 normal priority less this process's own, so a niced compile does not count, nor does
 the engine itself. A background thread samples it every ``interval_s`` (0.25 s) and
 smooths it (the mean of the last two samples); a change of thread count is written
-to the engine's log. Hysteresis: one thread fewer once others use ``k + 0.5`` CPUs,
-back only below ``k + 0.3``, so a load hovering at a boundary does not flip the count
-at every token.
+to the engine's log. Hysteresis: one decode thread fewer once others use ``k + 0.5``
+CPUs, back only below ``k + 0.3`` (prompt threads: ``k + 0.75`` and ``k + 0.55``), so a
+load hovering at a boundary does not flip the count at every token.
 """
 
 from __future__ import annotations
@@ -34,10 +34,16 @@ from sidecar.models.cpu_load import CpuMeter
 
 #: Seconds between two samples of the other programs' CPU use.
 INTERVAL_S = 0.25
-#: Fewer threads once others use ``k + DOWN_AT`` CPUs (k whole CPUs) ...
+#: Fewer decode threads once others use ``k + DOWN_AT`` CPUs (k whole CPUs) ...
 DOWN_AT = 0.5
 #: ... and more again only below ``k + UP_BELOW``.
 UP_BELOW = 0.3
+#: The same for prompt evaluation, later: a prompt's matrix products are long between two
+#: barriers. Beside a program busy half the time (2 vCPUs of an AMD EPYC, the 0.5B), two
+#: prompt threads took 5.7-6.1 ms a token against 6.5 with one; busy three quarters of the
+#: time, 6.4 against 6.6; one whole CPU busy, 8.9 against 6.3 (docs/engines.md).
+DOWN_AT_BATCH = 0.75
+UP_BELOW_BATCH = 0.55
 
 
 def usable_cpus() -> int:
@@ -48,17 +54,20 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def threads_for(others_cpus: float, cpus: int, limit: int, current: int) -> int:
+def threads_for(
+    others_cpus: float, cpus: int, limit: int, current: int, down_at: float = DOWN_AT, up_below: float = UP_BELOW
+) -> int:
     """The thread count for the next evaluation: the CPUs free of other programs, within
     ``1..limit``, moving from ``current`` with hysteresis (module doc).
 
     ``others_cpus``: other programs' use in CPUs (1.0: one CPU kept busy); ``cpus``: the
-    CPUs this process may use; ``limit``: the most threads the engine was started with."""
+    CPUs this process may use; ``limit``: the most threads the engine was started with;
+    one thread fewer once others use ``k + down_at`` CPUs, back below ``k + up_below``."""
     limit = max(1, limit)
-    down = max(1, min(limit, cpus - math.floor(others_cpus + DOWN_AT)))
+    down = max(1, min(limit, cpus - math.floor(others_cpus + 1.0 - down_at)))
     if down < current:
         return down
-    up = max(1, min(limit, cpus - math.floor(others_cpus + (1.0 - UP_BELOW))))
+    up = max(1, min(limit, cpus - math.floor(others_cpus + (1.0 - up_below))))
     if up > current:
         return up
     return max(1, min(limit, current))
@@ -121,7 +130,9 @@ class ThreadGovernor:
             self._samples = [*self._samples[-1:], others]
             self.others_cpus = sum(self._samples) / len(self._samples)
             decode = threads_for(self.others_cpus, self.cpus, self.limit_decode, self.decode)
-            batch = threads_for(self.others_cpus, self.cpus, self.limit_batch, self.batch)
+            batch = threads_for(
+                self.others_cpus, self.cpus, self.limit_batch, self.batch, DOWN_AT_BATCH, UP_BELOW_BATCH
+            )
             if (decode, batch) != (self.decode, self.batch) and self._limited:
                 self._log(
                     f"threads {self.decode} -> {decode} (decode), {self.batch} -> {batch} (prompt): "
@@ -135,7 +146,9 @@ class ThreadGovernor:
             self.limit_decode, self.limit_batch = max(1, limit_decode), max(1, limit_batch)
             self._limited = True
             self.decode = threads_for(self.others_cpus, self.cpus, self.limit_decode, self.limit_decode)
-            self.batch = threads_for(self.others_cpus, self.cpus, self.limit_batch, self.limit_batch)
+            self.batch = threads_for(
+                self.others_cpus, self.cpus, self.limit_batch, self.limit_batch, DOWN_AT_BATCH, UP_BELOW_BATCH
+            )
             if (self.decode, self.batch) != (self.limit_decode, self.limit_batch):
                 self._log(
                     f"threads {self.limit_decode} -> {self.decode} (decode), {self.limit_batch} -> {self.batch} "

@@ -33,6 +33,18 @@ def test_threads_for(others, cpus, limit, current, expected):
     assert threads_for(others, cpus, limit, current) == expected
 
 
+@pytest.mark.parametrize(
+    ("others", "current", "expected"),
+    [(0.6, 2, 2), (0.74, 2, 2), (0.75, 2, 1), (1.0, 2, 1), (0.6, 1, 1), (0.54, 1, 2)],
+)
+def test_prompt_threads_go_later(others, current, expected):
+    """Prompt evaluation keeps two threads beside a program busy up to three quarters of
+    the time (measured faster there), then gives one up."""
+    from sidecar.backends.engine_threads import DOWN_AT_BATCH, UP_BELOW_BATCH
+
+    assert threads_for(others, 2, 2, current, DOWN_AT_BATCH, UP_BELOW_BATCH) == expected
+
+
 def _write(stat, user_ticks):
     stat.write_text(f"cpu  {user_ticks} 0 50 1000 5 0 0 0 0 0\n", encoding="ascii")
 
@@ -61,11 +73,11 @@ def test_the_governor_follows_the_load_it_reads(tmp_path):
     assert len(lines) == 1 and "2 -> 1 (decode)" in lines[0] and "of 2 CPUs busy" in lines[0], lines
     step(1.0)
     assert gov.counts() == (1, 1) and len(lines) == 1
-    step(0.0)  # the mean of the last two samples is still about 0.5: no change yet
-    assert gov.counts() == (1, 1)
+    step(0.0)  # the mean of the last two samples is about 0.5: prompt threads come back first
+    assert gov.counts() == (1, 2)
     step(0.0)
     assert gov.counts() == (2, 2)
-    assert len(lines) == 2 and "1 -> 2 (decode)" in lines[1]
+    assert len(lines) == 3 and "1 -> 2 (prompt)" in lines[1] and "1 -> 2 (decode)" in lines[2], lines
 
 
 def test_the_counts_reach_each_context_once_per_change(tmp_path):
